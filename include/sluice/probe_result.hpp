@@ -1,0 +1,42 @@
+#pragma once
+// What `sluice probe` measured, as plain data, and how it is printed.
+// Host-only, so the report formats are tested without a GPU.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "sluice/byte_size.hpp"
+#include "sluice/device_info.hpp"
+#include "sluice/stats.hpp"
+
+namespace sluice {
+
+// One measured operation: a copy of `bytes` (or a fixed cost when bytes is 0),
+// repeated after warm-up; times in milliseconds.
+struct Measurement {
+  std::string name;      // e.g. "h2d pinned", "host memcpy", "kernel launch"
+  std::size_t bytes = 0;
+  unsigned threads = 1;  // for host copies
+  Summary ms;
+  // Bytes that crossed per run, when it differs from `bytes` (both directions at once moves 2x).
+  std::size_t moved_bytes() const { return moved == 0 ? bytes : moved; }
+  std::size_t moved = 0;
+  double median_gbps() const { return gb_per_s(static_cast<double>(moved_bytes()), ms.median); }
+};
+
+struct ProbeResult {
+  DeviceInfo device;
+  std::vector<Measurement> transfers;     // one per (direction/source, size)
+  std::vector<Measurement> registration;  // "register" / "unregister" per size
+  std::vector<Measurement> host_copies;   // one per thread count
+  std::vector<Measurement> fixed_costs;   // bytes == 0, per-operation time
+  std::vector<std::string> notes;         // e.g. sizes skipped for lack of memory
+};
+
+// Tables for a terminal: capabilities, GB/s by size and source, registration
+// cost, host copy scaling, fixed costs in microseconds.
+std::string probe_text(const ProbeResult& result);
+// The same, every summary in full, as JSON.
+std::string probe_json(const ProbeResult& result, int indent = 2);
+
+}  // namespace sluice

@@ -1,0 +1,143 @@
+#include "sluice/probe_result.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "sluice/text_table.hpp"
+
+namespace sluice {
+
+namespace {
+
+std::vector<std::string> distinct_names(const std::vector<Measurement>& rows) {
+  std::vector<std::string> names;
+  for (const auto& m : rows)
+    if (std::find(names.begin(), names.end(), m.name) == names.end()) names.push_back(m.name);
+  return names;
+}
+
+std::vector<std::size_t> distinct_sizes(const std::vector<Measurement>& rows) {
+  std::vector<std::size_t> sizes;
+  for (const auto& m : rows)
+    if (std::find(sizes.begin(), sizes.end(), m.bytes) == sizes.end()) sizes.push_back(m.bytes);
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+const Measurement* find(const std::vector<Measurement>& rows, const std::string& name, std::size_t bytes) {
+  for (const auto& m : rows)
+    if (m.name == name && m.bytes == bytes) return &m;
+  return nullptr;
+}
+
+// Rows: sizes; columns: one per measurement name; cells from `cell`.
+template <typename Cell>
+std::string pivot(const std::vector<Measurement>& rows, Cell cell) {
+  std::vector<std::string> header{"size"};
+  const auto names = distinct_names(rows);
+  header.insert(header.end(), names.begin(), names.end());
+  TextTable table(header);
+  for (std::size_t bytes : distinct_sizes(rows)) {
+    std::vector<std::string> line{format_bytes(bytes)};
+    for (const auto& name : names) {
+      const Measurement* m = find(rows, name, bytes);
+      line.push_back(m ? cell(*m) : "-");
+    }
+    table.add_row(line);
+  }
+  return table.render();
+}
+
+nlohmann::json to_json(const Summary& s) {
+  return {{"count", s.count}, {"median", s.median}, {"min", s.min}, {"max", s.max},
+          {"p10", s.p10},     {"p90", s.p90},       {"p99", s.p99}};
+}
+
+nlohmann::json to_json(const Measurement& m) {
+  nlohmann::json j{{"name", m.name}, {"bytes", m.bytes}, {"ms", to_json(m.ms)}};
+  if (m.bytes > 0) {
+    j["moved_bytes"] = m.moved_bytes();
+    j["median_gbps"] = m.median_gbps();
+  }
+  if (m.threads != 1) j["threads"] = m.threads;
+  return j;
+}
+
+nlohmann::json to_json(const std::vector<Measurement>& rows) {
+  auto array = nlohmann::json::array();
+  for (const auto& m : rows) array.push_back(to_json(m));
+  return array;
+}
+
+}  // namespace
+
+std::string probe_text(const ProbeResult& r) {
+  const DeviceInfo& d = r.device;
+  std::string out = fmt::format("GPU {}: {} (compute {}.{}, {} SMs, {} copy engines, PCI {})\n", d.ordinal, d.name,
+                                d.compute_major, d.compute_minor, d.sm_count, d.async_engine_count, d.pci_bus_id);
+  for (const auto& note : overlap_notes(d)) out += "  - " + note + "\n";
+
+  if (!r.transfers.empty()) {
+    out += "\nCopy bandwidth, GB/s (median; 'both ways' counts the bytes of both directions):\n";
+    out += pivot(r.transfers, [](const Measurement& m) { return fmt::format("{:.1f}", m.median_gbps()); });
+  }
+  if (!r.registration.empty()) {
+    out += "\ncudaHostRegister cost, ms (median), paid once per buffer:\n";
+    out += pivot(r.registration, [](const Measurement& m) { return fmt::format("{:.3f}", m.ms.median); });
+  }
+  if (!r.host_copies.empty()) {
+    out += "\nHost memcpy, pageable to pageable (median):\n";
+    TextTable table({"threads", "size", "GB/s", "min..max GB/s"});
+    for (const auto& m : r.host_copies)
+      table.add_row({std::to_string(m.threads), format_bytes(m.bytes), fmt::format("{:.1f}", m.median_gbps()),
+                     fmt::format("{:.1f}..{:.1f}", gb_per_s(static_cast<double>(m.bytes), m.ms.max),
+                                 gb_per_s(static_cast<double>(m.bytes), m.ms.min))});
+    out += table.render();
+  }
+  if (!r.fixed_costs.empty()) {
+    out += "\nFixed costs per operation, us:\n";
+    TextTable table({"operation", "median", "p10", "p90"});
+    for (const auto& m : r.fixed_costs)
+      table.add_row({m.name, fmt::format("{:.2f}", m.ms.median * 1e3), fmt::format("{:.2f}", m.ms.p10 * 1e3),
+                     fmt::format("{:.2f}", m.ms.p90 * 1e3)});
+    out += table.render();
+  }
+  for (const auto& note : r.notes) out += "note: " + note + "\n";
+  return out;
+}
+
+std::string probe_json(const ProbeResult& r, int indent) {
+  const DeviceInfo& d = r.device;
+  nlohmann::json device{{"ordinal", d.ordinal},
+                        {"name", d.name},
+                        {"compute_capability", fmt::format("{}.{}", d.compute_major, d.compute_minor)},
+                        {"sm_count", d.sm_count},
+                        {"async_engine_count", d.async_engine_count},
+                        {"concurrent_kernels", d.concurrent_kernels},
+                        {"unified_addressing", d.unified_addressing},
+                        {"stream_priority_least", d.least_stream_priority},
+                        {"stream_priority_greatest", d.greatest_stream_priority},
+                        {"total_memory_bytes", d.total_memory_bytes},
+                        {"free_memory_bytes", d.free_memory_bytes},
+                        {"l2_cache_bytes", d.l2_cache_bytes},
+                        {"pci_bus_id", d.pci_bus_id},
+                        {"overlap_notes", overlap_notes(d)}};
+  if (d.pcie_link)
+    device["pcie_link"] = {{"current_speed", d.pcie_link->current_speed},
+                           {"current_width", d.pcie_link->current_width},
+                           {"max_speed", d.pcie_link->max_speed},
+                           {"max_width", d.pcie_link->max_width}};
+  else
+    device["pcie_link"] = nullptr;
+  nlohmann::json j{{"device", device},
+                   {"transfers", to_json(r.transfers)},
+                   {"registration", to_json(r.registration)},
+                   {"host_copies", to_json(r.host_copies)},
+                   {"fixed_costs", to_json(r.fixed_costs)},
+                   {"notes", r.notes}};
+  return j.dump(indent);
+}
+
+}  // namespace sluice

@@ -1,0 +1,196 @@
+#include "sluice/probe.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "sluice/device.hpp"
+#include "sluice/device_buffer.hpp"
+#include "sluice/error.hpp"
+#include "sluice/event.hpp"
+#include "sluice/event_timer.hpp"
+#include "sluice/host_fn.hpp"
+#include "sluice/host_registration.hpp"
+#include "sluice/host_timer.hpp"
+#include "sluice/parallel_copy.hpp"
+#include "sluice/pinned_buffer.hpp"
+#include "sluice/stream.hpp"
+
+namespace sluice {
+
+namespace {
+
+__global__ void empty_kernel() {}
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+int repeats_for(std::size_t bytes, int requested) {
+  if (requested > 0) return requested;
+  if (bytes >= 256 * MiB) return 5;
+  if (bytes >= 16 * MiB) return 10;
+  return 30;
+}
+
+Measurement measured(std::string name, std::size_t bytes, const std::vector<double>& samples,
+                     std::size_t moved = 0) {
+  Measurement m;
+  m.name = std::move(name);
+  m.bytes = bytes;
+  m.moved = moved;
+  m.ms = summarize(samples);
+  return m;
+}
+
+void copy_async(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, StreamView s) {
+  SLUICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s.get()));
+}
+
+void measure_size(ProbeResult& r, std::size_t bytes, int repeats, Stream& s1, Stream& s2) {
+  PinnedBuffer<char> pinned_in(bytes), pinned_out(bytes);
+  std::memset(pinned_in.data(), 0x5A, bytes);
+  std::vector<char> pageable_in(bytes, 0x5A), pageable_out(bytes, 1);  // touched: no first-touch faults in timing
+  DeviceBuffer<char> dev_a(bytes, s1), dev_b(bytes, s1);
+  auto time = [&](auto&& work) { return time_with_events(s1, 1, repeats, work); };
+
+  r.transfers.push_back(measured("h2d pinned", bytes, time([&](StreamView s) {
+    copy_async(dev_a.data(), pinned_in.data(), bytes, cudaMemcpyHostToDevice, s);
+  })));
+  r.transfers.push_back(measured("d2h pinned", bytes, time([&](StreamView s) {
+    copy_async(pinned_out.data(), dev_a.data(), bytes, cudaMemcpyDeviceToHost, s);
+  })));
+  r.transfers.push_back(measured("h2d pageable", bytes, time([&](StreamView s) {
+    copy_async(dev_a.data(), pageable_in.data(), bytes, cudaMemcpyHostToDevice, s);
+  })));
+  r.transfers.push_back(measured("d2h pageable", bytes, time([&](StreamView s) {
+    copy_async(pageable_out.data(), dev_a.data(), bytes, cudaMemcpyDeviceToHost, s);
+  })));
+
+  // Freshly registered memory: the registration is paid once per buffer, so it
+  // is timed apart from the copies it enables.
+  std::vector<char> registered(bytes, 0x33);
+  const int cycles = std::min(repeats, 5);
+  std::vector<double> register_ms, unregister_ms;
+  for (int i = 0; i < cycles; ++i) {
+    std::optional<HostRegistration> registration;
+    register_ms.push_back(time_on_host(0, 1, [&] { registration.emplace(registered.data(), bytes); }).front());
+    if (i == 0) {
+      r.transfers.push_back(measured("h2d registered", bytes, time([&](StreamView s) {
+        copy_async(dev_a.data(), registered.data(), bytes, cudaMemcpyHostToDevice, s);
+      })));
+      r.transfers.push_back(measured("d2h registered", bytes, time([&](StreamView s) {
+        copy_async(registered.data(), dev_a.data(), bytes, cudaMemcpyDeviceToHost, s);
+      })));
+    }
+    unregister_ms.push_back(time_on_host(0, 1, [&] { registration.reset(); }).front());
+  }
+  r.registration.push_back(measured("register", bytes, register_ms));
+  r.registration.push_back(measured("unregister", bytes, unregister_ms));
+
+  // Both directions at once: H2D on s1, D2H on s2, forked and joined by events.
+  Event fork, join;
+  r.transfers.push_back(measured("both ways pinned", bytes, time([&](StreamView s) {
+    fork.record(s);
+    s2.wait(fork);
+    copy_async(dev_a.data(), pinned_in.data(), bytes, cudaMemcpyHostToDevice, s);
+    copy_async(pinned_out.data(), dev_b.data(), bytes, cudaMemcpyDeviceToHost, s2);
+    join.record(s2);
+    s.wait(join);
+  }), 2 * bytes));
+  r.transfers.push_back(measured("d2d", bytes, time([&](StreamView s) {
+    copy_async(dev_b.data(), dev_a.data(), bytes, cudaMemcpyDeviceToDevice, s);
+  })));
+}
+
+void measure_bandwidth(ProbeResult& r, const ProbeOptions& o, Stream& s1, Stream& s2) {
+  for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    SLUICE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (2 * bytes > free_bytes / 10 * 9) {
+      r.notes.push_back("sizes from " + format_bytes(bytes) + " skipped: two device buffers would not fit in free memory");
+      break;
+    }
+    measure_size(r, bytes, repeats_for(bytes, o.repeats), s1, s2);
+  }
+}
+
+void measure_host_copies(ProbeResult& r, const ProbeOptions& o) {
+  const std::size_t bytes = std::min<std::size_t>(256 * MiB, o.max_bytes);
+  std::vector<char> src(bytes, 0x5A), dst(bytes, 1);
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned limit = o.max_host_threads > 0 ? o.max_host_threads : hardware;
+  for (unsigned threads = 1;; threads = std::min(threads * 2, limit)) {
+    ParallelCopier copier(threads);
+    Measurement m = measured("host memcpy", bytes, time_on_host(1, repeats_for(bytes, o.repeats), [&] {
+                               copier.copy(dst.data(), src.data(), bytes);
+                             }));
+    m.threads = threads;
+    r.host_copies.push_back(m);
+    if (threads == limit) break;
+  }
+}
+
+// Per-operation host time of `batch` submissions; `settle` runs untimed after each batch.
+template <typename Submit, typename Settle>
+Measurement per_operation(std::string name, int batch, int repeats, Submit submit, Settle settle) {
+  std::vector<double> samples;
+  for (int i = -1; i < repeats; ++i) {  // i == -1 is the warm-up
+    const auto begin = std::chrono::steady_clock::now();
+    for (int k = 0; k < batch; ++k) submit();
+    const auto end = std::chrono::steady_clock::now();
+    settle();
+    if (i >= 0) samples.push_back(std::chrono::duration<double, std::milli>(end - begin).count() / batch);
+  }
+  return measured(std::move(name), 0, samples);
+}
+
+void measure_fixed_costs(ProbeResult& r, Stream& s1, Stream& s2) {
+  const int repeats = 15;
+  auto settle = [&] { s1.synchronize(); s2.synchronize(); };
+  auto nothing = [] {};
+  r.fixed_costs.push_back(per_operation("kernel launch (submit)", 256, repeats, [&] {
+    empty_kernel<<<1, 1, 0, s1.get()>>>();
+    SLUICE_CUDA_CHECK(cudaGetLastError());
+  }, settle));
+  r.fixed_costs.push_back(per_operation("kernel launch to completion", 64, repeats, [&] {
+    empty_kernel<<<1, 1, 0, s1.get()>>>();
+    SLUICE_CUDA_CHECK(cudaGetLastError());
+    s1.synchronize();
+  }, nothing));
+  PinnedBuffer<int> word(1);
+  DeviceBuffer<int> dev_word(1, s1);
+  r.fixed_costs.push_back(per_operation("cudaMemcpyAsync submit (4 B pinned)", 256, repeats, [&] {
+    copy_async(dev_word.data(), word.data(), sizeof(int), cudaMemcpyHostToDevice, s1);
+  }, settle));
+  Event event;
+  r.fixed_costs.push_back(per_operation("event record", 256, repeats, [&] { event.record(s1); }, settle));
+  r.fixed_costs.push_back(per_operation("cudaStreamWaitEvent", 256, repeats, [&] { s2.wait(event); }, settle));
+  r.fixed_costs.push_back(per_operation("host function round trip", 64, repeats, [&] {
+    std::atomic<bool> done{false};
+    enqueue_host(s1, [&done] { done.store(true, std::memory_order_release); });
+    while (!done.load(std::memory_order_acquire)) {}
+  }, settle));
+}
+
+}  // namespace
+
+ProbeResult run_probe(const ProbeOptions& o) {
+  if (o.min_bytes == 0 || o.max_bytes < o.min_bytes)
+    throw std::invalid_argument("probe sizes: need 0 < min_bytes <= max_bytes");
+  Device device(o.device);
+  device.make_current();
+  ProbeResult r;
+  r.device = device.info();
+  Stream s1, s2;
+  if (o.bandwidth) measure_bandwidth(r, o, s1, s2);
+  if (o.host_copies) measure_host_copies(r, o);
+  if (o.fixed_costs) measure_fixed_costs(r, s1, s2);
+  device.synchronize();
+  return r;
+}
+
+}  // namespace sluice

@@ -1,0 +1,63 @@
+#include "sluice/probe_result.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+using sluice::Measurement;
+using sluice::ProbeResult;
+
+namespace {
+Measurement m(std::string name, std::size_t bytes, double median_ms, std::size_t moved = 0) {
+  Measurement r;
+  r.name = std::move(name);
+  r.bytes = bytes;
+  r.moved = moved;
+  r.ms.count = 3;
+  r.ms.median = r.ms.min = r.ms.max = median_ms;
+  return r;
+}
+
+ProbeResult sample() {
+  ProbeResult r;
+  r.device.name = "Test GPU";
+  r.device.async_engine_count = 2;
+  r.transfers.push_back(m("h2d pinned", 1 << 30, 1073741824.0 / 55e6));  // 55 GB/s
+  r.transfers.push_back(m("both ways pinned", 1 << 30, 2 * 1073741824.0 / 96e6, std::size_t{2} << 30));
+  r.transfers.push_back(m("h2d pinned", 64 << 10, 65536.0 / 10e6));
+  r.fixed_costs.push_back(m("event record", 0, 0.002));
+  r.notes.push_back("a note");
+  return r;
+}
+}  // namespace
+
+TEST(ProbeResult, BothWaysCountsBothDirections) {
+  auto r = sample();
+  EXPECT_NEAR(r.transfers[0].median_gbps(), 55.0, 1e-9);
+  EXPECT_NEAR(r.transfers[1].median_gbps(), 96.0, 1e-9);
+}
+
+TEST(ProbeResult, TextPivotsSizesIntoRowsSmallestFirst) {
+  const std::string text = sluice::probe_text(sample());
+  EXPECT_NE(text.find("Test GPU"), std::string::npos);
+  const auto small = text.find("64 KiB");
+  const auto large = text.find("1 GiB");
+  ASSERT_NE(small, std::string::npos);
+  ASSERT_NE(large, std::string::npos);
+  EXPECT_LT(small, large);
+  EXPECT_NE(text.find("55.0"), std::string::npos);
+  EXPECT_NE(text.find("96.0"), std::string::npos);
+  EXPECT_NE(text.find("2.00"), std::string::npos);  // 0.002 ms event record shown as 2.00 us
+  EXPECT_NE(text.find("note: a note"), std::string::npos);
+}
+
+TEST(ProbeResult, JsonIsValidAndComplete) {
+  auto j = nlohmann::json::parse(sluice::probe_json(sample()));
+  EXPECT_EQ(j["device"]["name"], "Test GPU");
+  EXPECT_TRUE(j["device"]["pcie_link"].is_null());
+  ASSERT_EQ(j["transfers"].size(), 3u);
+  EXPECT_NEAR(j["transfers"][1]["median_gbps"].get<double>(), 96.0, 1e-9);
+  EXPECT_EQ(j["transfers"][1]["moved_bytes"].get<std::size_t>(), std::size_t{2} << 30);
+  EXPECT_FALSE(j["fixed_costs"][0].contains("median_gbps"));
+  EXPECT_EQ(j["notes"][0], "a note");
+}
