@@ -10,6 +10,7 @@ namespace sluice::cli {
 using Action = std::function<int()>;
 
 Action add_probe_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);
 
 
 }  // namespace sluice::cli

@@ -1,5 +1,5 @@
 // sluice: stream host data through a GPU at the speed of its slowest engine,
-// and show what overlapped. Subcommands: probe.
+// and show what overlapped. Subcommands: probe, bench.
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::map<std::string, sluice::cli::Action> actions;
   actions["probe"] = sluice::cli::add_probe_command(app);
+  actions["bench"] = sluice::cli::add_bench_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto* sub : app.get_subcommands()) return actions.at(sub->get_name())();

@@ -1,0 +1,26 @@
+#pragma once
+// `sluice bench`: sluice's pipeline beside the hand-written peers, on the same
+// data, every row verified, with the bound measured in the same run.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_result.hpp"
+#include "sluice/pipeline.hpp"
+#include "workload.hpp"
+
+namespace sluice::bench {
+
+struct BenchOptions {
+  int device = 0;
+  std::vector<Workload> workloads;
+  std::vector<std::size_t> sizes;        // bytes per array
+  int repeats = 5;
+  std::vector<unsigned> staircase_streams{2, 3, 4, 6, 8, 12, 16};
+  PipelineOptions pipeline;              // chunk, depth, staging threads for the sluice rows
+};
+
+// progress(line) is called as each row finishes, for a live log.
+BenchResult run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace sluice::bench

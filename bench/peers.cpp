@@ -1,0 +1,121 @@
+#include "peers.hpp"
+
+#include <array>
+
+#include "sluice/chunk_plan.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::bench {
+
+namespace {
+
+// Device arrays for a workload: inputs, then the output.
+struct DeviceArrays {
+  DeviceArrays(const Workload& w, std::size_t items, StreamView stream) {
+    for (std::size_t a = 0; a < w.input_count() + 1; ++a) arrays.emplace_back(items, stream);
+    stream.synchronize();
+  }
+  const float* const* inputs(std::size_t offset) {
+    for (std::size_t a = 0; a + 1 < arrays.size(); ++a) input_ptrs[a] = arrays[a].data() + offset;
+    return input_ptrs.data();
+  }
+  float* output(std::size_t offset) { return arrays.back().data() + offset; }
+  float* array(std::size_t a, std::size_t offset) { return arrays[a].data() + offset; }
+  std::vector<DeviceBuffer<float>> arrays;
+  std::array<const float*, 2> input_ptrs{};
+};
+
+void copy_in(Problem& p, DeviceArrays& d, ItemRange r, StreamView s) {
+  for (std::size_t a = 0; a < p.workload().input_count(); ++a)
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(d.array(a, r.begin), p.input(a).data() + r.begin, r.size() * sizeof(float),
+                                      cudaMemcpyHostToDevice, s.get()));
+}
+
+void copy_out(Problem& p, float* device_out, ItemRange r, StreamView s) {
+  SLUICE_CUDA_CHECK(cudaMemcpyAsync(p.output().data() + r.begin, device_out, r.size() * sizeof(float),
+                                    cudaMemcpyDeviceToHost, s.get()));
+}
+
+class Synchronous final : public Peer {
+ public:
+  explicit Synchronous(const Problem& p) : device_(p.workload(), p.items(), StreamView(cudaStreamLegacy)) {}
+  std::string name() const override { return "synchronous"; }
+  void run(Problem& p) override {
+    const std::size_t bytes = p.items() * sizeof(float);
+    for (std::size_t a = 0; a < p.workload().input_count(); ++a)
+      SLUICE_CUDA_CHECK(cudaMemcpy(device_.array(a, 0), p.input(a).data(), bytes, cudaMemcpyHostToDevice));
+    p.workload().launch(StreamView(cudaStreamLegacy), device_.inputs(0), device_.output(0), p.items());
+    SLUICE_CUDA_CHECK(cudaMemcpy(p.output().data(), device_.output(0), bytes, cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  DeviceArrays device_;
+};
+
+class Staircase final : public Peer {
+ public:
+  Staircase(const Problem& p, unsigned streams) : streams_(streams), device_(p.workload(), p.items(), StreamView()) {}
+  std::string name() const override { return "staircase, " + std::to_string(streams_.size()) + " streams"; }
+  void run(Problem& p) override {
+    const std::size_t per_stream = (p.items() + streams_.size() - 1) / streams_.size();
+    const ChunkPlan plan(p.items(), per_stream > 0 ? per_stream : 1);
+    for (std::size_t i = 0; i < plan.chunk_count(); ++i) {
+      const ItemRange r = plan.chunk(i);
+      StreamView s = streams_[i];
+      copy_in(p, device_, r, s);
+      p.workload().launch(s, device_.inputs(r.begin), device_.output(r.begin), r.size());
+      copy_out(p, device_.output(r.begin), r, s);
+    }
+    for (auto& s : streams_) s.synchronize();
+  }
+
+ private:
+  std::vector<Stream> streams_;
+  DeviceArrays device_;
+};
+
+class TripleBuffer final : public Peer {
+ public:
+  TripleBuffer(const Problem& p, std::size_t chunk_items) : chunk_items_(chunk_items) {
+    for (auto& slot : slots_) slot = std::make_unique<DeviceArrays>(p.workload(), chunk_items, h2d_);
+  }
+  std::string name() const override { return "triple buffer, 3 streams + events"; }
+  void run(Problem& p) override {
+    const ChunkPlan plan(p.items(), chunk_items_);
+    for (std::size_t c = 0; c < plan.chunk_count(); ++c) {
+      const ItemRange r = plan.chunk(c);
+      const std::size_t s = c % 3;
+      DeviceArrays& slot = *slots_[s];
+      h2d_.wait(copied_out_[s]);  // the slot's previous chunk has left the device
+      for (std::size_t a = 0; a < p.workload().input_count(); ++a)
+        SLUICE_CUDA_CHECK(cudaMemcpyAsync(slot.array(a, 0), p.input(a).data() + r.begin, r.size() * sizeof(float),
+                                          cudaMemcpyHostToDevice, h2d_.get()));
+      copied_in_[s].record(h2d_);
+      compute_.wait(copied_in_[s]);
+      p.workload().launch(compute_, slot.inputs(0), slot.output(0), r.size());
+      computed_[s].record(compute_);
+      d2h_.wait(computed_[s]);
+      copy_out(p, slot.output(0), r, d2h_);
+      copied_out_[s].record(d2h_);
+    }
+    d2h_.synchronize();
+  }
+
+ private:
+  std::size_t chunk_items_;
+  Stream h2d_, compute_, d2h_;
+  std::array<std::unique_ptr<DeviceArrays>, 3> slots_;
+  std::array<Event, 3> copied_in_, computed_, copied_out_;
+};
+
+}  // namespace
+
+std::unique_ptr<Peer> make_synchronous(const Problem& p) { return std::make_unique<Synchronous>(p); }
+std::unique_ptr<Peer> make_staircase(const Problem& p, unsigned streams) {
+  return std::make_unique<Staircase>(p, streams);
+}
+std::unique_ptr<Peer> make_triple_buffer(const Problem& p, std::size_t chunk_items) {
+  return std::make_unique<TripleBuffer>(p, chunk_items);
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,34 @@
+#pragma once
+// The ways people write copy-in/compute/copy-out by hand, as honestly as a
+// careful user would, to run beside sluice's pipeline on the same data.
+// Each run() does the whole job and returns once the output is in host memory.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/device_buffer.hpp"
+#include "sluice/event.hpp"
+#include "sluice/stream.hpp"
+#include "workload.hpp"
+
+namespace sluice::bench {
+
+class Peer {
+ public:
+  virtual ~Peer() = default;
+  virtual std::string name() const = 0;
+  virtual void run(Problem& problem) = 0;
+};
+
+// cudaMemcpy -> kernel -> cudaMemcpy on the legacy default stream: nothing overlaps.
+std::unique_ptr<Peer> make_synchronous(const Problem& problem);
+
+// The "staircase": the data split into `streams` slices, each stream doing
+// H2D -> kernel -> D2H of its slice; overlap comes from the streams' slices.
+std::unique_ptr<Peer> make_staircase(const Problem& problem, unsigned streams);
+
+// Three streams (H2D, compute, D2H) over a ring of three device slots,
+// joined by cudaEventRecord / cudaStreamWaitEvent.
+std::unique_ptr<Peer> make_triple_buffer(const Problem& problem, std::size_t chunk_items);
+
+}  // namespace sluice::bench
