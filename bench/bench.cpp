@@ -64,6 +64,19 @@ class CaseRunner {
     return row;
   }
 
+  // One recorded run, untimed: where each engine's time went.
+  void describe_lanes(const char* what, Problem& problem) {
+    if (!progress_) return;
+    PipelineOptions recorded = options_.pipeline;
+    recorded.record = true;
+    const RunReport r = make_pipeline(problem, recorded).run();
+    progress_(fmt::format("  lanes, {} ({} chunks of {}): wall {:.2f} ms; busy: stage-in {:.2f}, H2D {:.2f}, "
+                          "compute {:.2f}, D2H {:.2f}, stage-out {:.2f} ms",
+                          what, r.chunk_count, format_bytes(r.chunk_items * sizeof(float)), r.wall_ms,
+                          r.busy_ms(Lane::stage_in), r.busy_ms(Lane::h2d), r.busy_ms(Lane::compute),
+                          r.busy_ms(Lane::d2h), r.busy_ms(Lane::stage_out)));
+  }
+
   void run_case(const Workload& w, std::size_t bytes) {
     const std::size_t items = bytes / sizeof(float);
     Problem pinned(w, items, Problem::Memory::pinned);
@@ -101,6 +114,8 @@ class CaseRunner {
     rows.push_back(measure("sluice pipeline, pinned", pinned, true, [&] { sluice_pinned.run(); }));
     Pipeline sluice_pageable = make_pipeline(pageable, options_.pipeline);
     rows.push_back(measure("sluice pipeline, pageable std::vector", pageable, true, [&] { sluice_pageable.run(); }));
+    describe_lanes("pinned", pinned);
+    describe_lanes("pageable", pageable);
 
     const double sync_ms = rows.front().ms.median;
     for (auto& row : rows) {

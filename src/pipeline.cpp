@@ -1,7 +1,8 @@
 // The pipeline engine. Two sluice threads run each submission:
 //  - the driver enqueues chunk after chunk (stage-in copy for pageable
-//    inputs, H2D, compute, D2H), never running more than `depth` chunks
-//    ahead of the drain;
+//    inputs, H2D, compute, D2H). The GPU itself holds a chunk's H2D until
+//    the D2H of the chunk `depth` earlier has freed its slot, so with pinned
+//    spans the driver runs ahead freely, up to the ring of event sets;
 //  - the drain watches each chunk's stage events in order, copies pageable
 //    outputs back to the caller's memory, reports the chunk done, and frees
 //    its slot for the driver.
@@ -108,10 +109,11 @@ struct Pipeline::Engine {
   std::vector<std::vector<DeviceBuffer<std::byte>>> slots;    // [slot][span]
   std::vector<std::vector<void*>> slot_pointers;              // [slot][span]
   std::vector<std::vector<PinnedBuffer<std::byte>>> staging;  // [slot][span], empty when not staged
-  std::vector<SlotEvents> events;                             // [slot]
+  std::vector<SlotEvents> events;  // [chunk % event_ring()]: more sets than slots, so the driver can run ahead
   std::unique_ptr<ParallelCopier> copy_in, copy_out;
 
   std::size_t depth() const { return options.depth; }
+  std::size_t event_ring() const { return 2 * options.depth + 2; }
 
   void validate() {
     if (options.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
@@ -132,6 +134,10 @@ struct Pipeline::Engine {
           throw std::invalid_argument("spans " + std::to_string(i) + " and " + std::to_string(j) +
                                       " overlap and one is written: use inout() for an in-place transform");
       }
+  }
+
+  bool stages_in() const {
+    return std::any_of(spans.begin(), spans.end(), [](const Span& s) { return s.staged() && s.copied_in(); });
   }
 
   std::size_t widest_item() const {
@@ -162,8 +168,18 @@ struct Pipeline::Engine {
       for (std::size_t k = 0; k < spans.size(); ++k)
         if (spans[k].staged() && staging[slot][k].empty())
           staging[slot][k] = PinnedBuffer<std::byte>(chunk_items * spans[k].item_bytes);
-    if (!copy_in) copy_in = std::make_unique<ParallelCopier>(options.staging_threads);
-    if (!copy_out) copy_out = std::make_unique<ParallelCopier>(options.staging_threads);
+    if (!copy_in) {
+      // Both directions staged at once share the cores; one alone gets them all.
+      bool stage_in = false, stage_out = false;
+      for (const auto& s : spans) {
+        stage_in |= s.staged() && s.copied_in();
+        stage_out |= s.staged() && s.copied_out();
+      }
+      unsigned threads = options.staging_threads;
+      if (threads == 0) threads = std::max(1u, ParallelCopier::default_thread_count() / (stage_in && stage_out ? 2 : 1));
+      copy_in = std::make_unique<ParallelCopier>(threads);
+      copy_out = std::make_unique<ParallelCopier>(threads);
+    }
   }
 
   void allocate(const std::vector<std::size_t>& wanted) {
@@ -193,8 +209,8 @@ struct Pipeline::Engine {
         pointers.push_back(row.back().data());
       }
       staging.emplace_back(spans.size());
-      events.emplace_back(timing);
     }
+    for (std::size_t set = 0; set < event_ring(); ++set) events.emplace_back(timing);
     h2d.synchronize();
     shape = wanted;
   }
@@ -250,16 +266,26 @@ void Submission::State::run_driver() {
   auto& e = engine;
   try {
     SLUICE_CUDA_CHECK(cudaSetDevice(e.device));
+    // Reusing an event set needs its last chunk seen by the drain; reusing a
+    // pinned staging-out slot needs its last chunk copied out.
+    const bool stages_out =
+        std::any_of(e.spans.begin(), e.spans.end(), [](const Span& s) { return s.staged() && s.copied_out(); });
+    const std::size_t lead = stages_out ? e.depth() : e.event_ring();
     for (std::size_t c = 0; c < plan.chunk_count(); ++c) {
       {
         std::unique_lock lock(mutex);
-        progress.wait(lock, [&] { return failed || drained + e.depth() > c; });
+        progress.wait(lock, [&] { return failed || drained + lead > c; });
         if (failed) return;
       }
       const std::size_t slot = c % e.depth();
       const ItemRange range = plan.chunk(c);
-      SlotEvents& ev = e.events[slot];
+      SlotEvents& ev = e.events[c % e.event_ring()];
+      // The chunk that last used this slot, whose D2H frees it.
+      const SlotEvents* previous = c >= e.depth() ? &e.events[(c - e.depth()) % e.event_ring()] : nullptr;
 
+      // A pinned staging-in slot is free once the previous chunk's H2D is done.
+      if (previous && e.stages_in())
+        stage(c, "stage-in", [&] { previous->h2d_done.synchronize(); });
       for (std::size_t k = 0; k < e.spans.size(); ++k) {
         const Span& s = e.spans[k];
         if (!s.copied_in() || !s.staged()) continue;
@@ -271,6 +297,7 @@ void Submission::State::run_driver() {
       }
 
       stage(c, "h2d", [&] {
+        if (previous) e.h2d.wait(previous->d2h_done);
         if (e.options.record) ev.h2d_start.record(e.h2d);
         for (std::size_t k = 0; k < e.spans.size(); ++k) {
           const Span& s = e.spans[k];
@@ -342,7 +369,7 @@ void Submission::State::wait_for_event(const Event& event, std::size_t chunk, co
     // Keep the compute cursor fresh while waiting.
     const std::size_t in_flight = [&] { std::lock_guard lock(mutex); return enqueued; }();
     while (compute_seen < in_flight &&
-           cudaEventQuery(engine.events[compute_seen % engine.depth()].compute_done.get()) == cudaSuccess)
+           cudaEventQuery(engine.events[compute_seen % engine.event_ring()].compute_done.get()) == cudaSuccess)
       ++compute_seen;
     if (++idle_polls < 64)
       std::this_thread::yield();
@@ -364,7 +391,7 @@ void Submission::State::run_drain() {
       }
       const std::size_t slot = c % e.depth();
       const ItemRange range = plan.chunk(c);
-      SlotEvents& ev = e.events[slot];
+      SlotEvents& ev = e.events[c % e.event_ring()];
       wait_for_event(ev.h2d_done, c, "h2d", compute_seen);
       wait_for_event(ev.compute_done, c, "compute", compute_seen);
       compute_seen = std::max(compute_seen, c + 1);

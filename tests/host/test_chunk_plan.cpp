@@ -48,14 +48,14 @@ TEST(ChunkPlan, RejectsZeroChunkAndOutOfRangeIndex) {
   EXPECT_THROW(ChunkPlan(10, 5).chunk(2), std::out_of_range);
 }
 
-TEST(DefaultChunkItems, AboutASixtyFourthWithinLimits) {
+TEST(DefaultChunkItems, AboutAHundredTwentyEighthWithinLimits) {
   constexpr std::size_t MiB = 1 << 20;
-  // 1 GiB of floats: 1/64 is 16 MiB, the upper limit.
-  EXPECT_EQ(sluice::default_chunk_items(256 * MiB, 4), 4 * MiB);
-  // 4 GiB of floats: capped at 16 MiB.
+  // 1 GiB of floats: 1/128 is 8 MiB.
+  EXPECT_EQ(sluice::default_chunk_items(256 * MiB, 4), 2 * MiB);
+  // 4 GiB of floats: 1/128 is 32 MiB, capped at 16 MiB.
   EXPECT_EQ(sluice::default_chunk_items(1024 * MiB, 4), 4 * MiB);
-  // 64 MiB of floats: 1/64 is 1 MiB, raised to the 2 MiB minimum.
-  EXPECT_EQ(sluice::default_chunk_items(16 * MiB, 4), MiB / 2);
+  // 128 MiB of floats: 1/128 is 1 MiB, raised to the 2 MiB minimum.
+  EXPECT_EQ(sluice::default_chunk_items(32 * MiB, 4), MiB / 2);
   // Tiny inputs: one chunk of everything.
   EXPECT_EQ(sluice::default_chunk_items(10, 4), 10u);
   EXPECT_EQ(sluice::default_chunk_items(0, 4), 1u);
