@@ -1,12 +1,14 @@
 // The pipeline engine. Two sluice threads run each submission:
 //  - the driver enqueues chunk after chunk (stage-in copy for pageable
 //    inputs, H2D, compute, D2H). The GPU itself holds a chunk's H2D until
-//    the D2H of the chunk `depth` earlier has freed its slot, so with pinned
-//    spans the driver runs ahead freely, up to the ring of event sets;
+//    the D2H of the chunk `depth` earlier has freed its device slot, so the
+//    driver runs ahead freely, up to the run-ahead ring (event sets and
+//    pinned staging slots, more of them than device slots);
 //  - the drain watches each chunk's stage events in order, copies pageable
 //    outputs back to the caller's memory, reports the chunk done, and frees
 //    its slot for the driver.
-// The host blocks only where a slot (device or pinned staging) must be reused.
+// The host blocks only where a pinned staging slot or event set must be reused.
+// Both threads live as long as the pipeline: a run pays no thread creation.
 #include "sluice/pipeline.hpp"
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "sluice/pointer_query.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/stream.hpp"
+#include "sluice/worker_thread.hpp"
 
 namespace sluice {
 
@@ -108,12 +111,15 @@ struct Pipeline::Engine {
   std::vector<std::size_t> shape;  // item bytes per span, then chunk items, depth, timing
   std::vector<std::vector<DeviceBuffer<std::byte>>> slots;    // [slot][span]
   std::vector<std::vector<void*>> slot_pointers;              // [slot][span]
-  std::vector<std::vector<PinnedBuffer<std::byte>>> staging;  // [slot][span], empty when not staged
-  std::vector<SlotEvents> events;  // [chunk % event_ring()]: more sets than slots, so the driver can run ahead
+  std::vector<std::vector<PinnedBuffer<std::byte>>> staging;  // [chunk % run_ahead()][span], empty when not staged
+  std::vector<SlotEvents> events;                             // [chunk % run_ahead()]
+  std::unique_ptr<WorkerThread> driver_thread, drain_thread;
   std::unique_ptr<ParallelCopier> copy_in, copy_out;
 
   std::size_t depth() const { return options.depth; }
-  std::size_t event_ring() const { return 2 * options.depth + 2; }
+  // Chunks the driver may be ahead of the drain: pinned staging slots and
+  // event sets come in this number, so staging never waits on a device slot.
+  std::size_t run_ahead() const { return 2 * options.depth + 2; }
 
   void validate() {
     if (options.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
@@ -134,10 +140,6 @@ struct Pipeline::Engine {
           throw std::invalid_argument("spans " + std::to_string(i) + " and " + std::to_string(j) +
                                       " overlap and one is written: use inout() for an in-place transform");
       }
-  }
-
-  bool stages_in() const {
-    return std::any_of(spans.begin(), spans.end(), [](const Span& s) { return s.staged() && s.copied_in(); });
   }
 
   std::size_t widest_item() const {
@@ -164,7 +166,7 @@ struct Pipeline::Engine {
     wanted.push_back(options.record ? 1 : 0);
     if (wanted != shape) allocate(wanted);
     // Staging appears only for spans that are pageable in this run.
-    for (std::size_t slot = 0; slot < depth(); ++slot)
+    for (std::size_t slot = 0; slot < run_ahead(); ++slot)
       for (std::size_t k = 0; k < spans.size(); ++k)
         if (spans[k].staged() && staging[slot][k].empty())
           staging[slot][k] = PinnedBuffer<std::byte>(chunk_items * spans[k].item_bytes);
@@ -208,9 +210,11 @@ struct Pipeline::Engine {
         row.emplace_back(chunk_items * s.item_bytes, h2d.view());
         pointers.push_back(row.back().data());
       }
+    }
+    for (std::size_t set = 0; set < run_ahead(); ++set) {
+      events.emplace_back(timing);
       staging.emplace_back(spans.size());
     }
-    for (std::size_t set = 0; set < event_ring(); ++set) events.emplace_back(timing);
     h2d.synchronize();
     shape = wanted;
   }
@@ -230,8 +234,6 @@ struct Submission::State {
   Clock::time_point host_origin;
   double host_end_ms = 0;
   std::vector<StageInterval> driver_intervals, drain_intervals;
-  std::thread driver, drain;
-  bool joined = false;
 
   State(Pipeline::Engine& e, std::size_t items) : engine(e), plan(items, e.chunk_items) {}
 
@@ -266,31 +268,26 @@ void Submission::State::run_driver() {
   auto& e = engine;
   try {
     SLUICE_CUDA_CHECK(cudaSetDevice(e.device));
-    // Reusing an event set needs its last chunk seen by the drain; reusing a
-    // pinned staging-out slot needs its last chunk copied out.
-    const bool stages_out =
-        std::any_of(e.spans.begin(), e.spans.end(), [](const Span& s) { return s.staged() && s.copied_out(); });
-    const std::size_t lead = stages_out ? e.depth() : e.event_ring();
     for (std::size_t c = 0; c < plan.chunk_count(); ++c) {
+      // Chunk c reuses the event set and staging slots of chunk c - run_ahead:
+      // the drain must be done with that one (its staged output copied out).
       {
         std::unique_lock lock(mutex);
-        progress.wait(lock, [&] { return failed || drained + lead > c; });
+        progress.wait(lock, [&] { return failed || drained + e.run_ahead() > c; });
         if (failed) return;
       }
       const std::size_t slot = c % e.depth();
+      const std::size_t ahead = c % e.run_ahead();
       const ItemRange range = plan.chunk(c);
-      SlotEvents& ev = e.events[c % e.event_ring()];
-      // The chunk that last used this slot, whose D2H frees it.
-      const SlotEvents* previous = c >= e.depth() ? &e.events[(c - e.depth()) % e.event_ring()] : nullptr;
+      SlotEvents& ev = e.events[ahead];
+      // The chunk that last used this device slot, whose D2H frees it.
+      const SlotEvents* previous = c >= e.depth() ? &e.events[(c - e.depth()) % e.run_ahead()] : nullptr;
 
-      // A pinned staging-in slot is free once the previous chunk's H2D is done.
-      if (previous && e.stages_in())
-        stage(c, "stage-in", [&] { previous->h2d_done.synchronize(); });
       for (std::size_t k = 0; k < e.spans.size(); ++k) {
         const Span& s = e.spans[k];
         if (!s.copied_in() || !s.staged()) continue;
         const auto begin = Clock::now();
-        e.copy_in->copy(e.staging[slot][k].data(), s.at(range.begin), range.size() * s.item_bytes);
+        e.copy_in->copy(e.staging[ahead][k].data(), s.at(range.begin), range.size() * s.item_bytes);
         if (e.options.record)
           driver_intervals.push_back({Lane::stage_in, c, host_ms(begin), host_ms(Clock::now()),
                                       range.size() * s.item_bytes, 0});
@@ -302,7 +299,7 @@ void Submission::State::run_driver() {
         for (std::size_t k = 0; k < e.spans.size(); ++k) {
           const Span& s = e.spans[k];
           if (!s.copied_in()) continue;
-          const void* src = s.staged() ? static_cast<const void*>(e.staging[slot][k].data()) : s.at(range.begin);
+          const void* src = s.staged() ? static_cast<const void*>(e.staging[ahead][k].data()) : s.at(range.begin);
           SLUICE_CUDA_CHECK(cudaMemcpyAsync(e.slot_pointers[slot][k], src, range.size() * s.item_bytes,
                                             cudaMemcpyHostToDevice, e.h2d.get()));
         }
@@ -324,7 +321,7 @@ void Submission::State::run_driver() {
         for (std::size_t k = 0; k < e.spans.size(); ++k) {
           const Span& s = e.spans[k];
           if (!s.copied_out()) continue;
-          void* dst = s.staged() ? static_cast<void*>(e.staging[slot][k].data()) : s.at(range.begin);
+          void* dst = s.staged() ? static_cast<void*>(e.staging[ahead][k].data()) : s.at(range.begin);
           SLUICE_CUDA_CHECK(cudaMemcpyAsync(dst, e.slot_pointers[slot][k], range.size() * s.item_bytes,
                                             cudaMemcpyDeviceToHost, e.d2h.get()));
         }
@@ -369,7 +366,7 @@ void Submission::State::wait_for_event(const Event& event, std::size_t chunk, co
     // Keep the compute cursor fresh while waiting.
     const std::size_t in_flight = [&] { std::lock_guard lock(mutex); return enqueued; }();
     while (compute_seen < in_flight &&
-           cudaEventQuery(engine.events[compute_seen % engine.event_ring()].compute_done.get()) == cudaSuccess)
+           cudaEventQuery(engine.events[compute_seen % engine.run_ahead()].compute_done.get()) == cudaSuccess)
       ++compute_seen;
     if (++idle_polls < 64)
       std::this_thread::yield();
@@ -389,9 +386,9 @@ void Submission::State::run_drain() {
         progress.wait(lock, [&] { return failed || enqueued > c; });
         if (failed) return;
       }
-      const std::size_t slot = c % e.depth();
+      const std::size_t ahead = c % e.run_ahead();
       const ItemRange range = plan.chunk(c);
-      SlotEvents& ev = e.events[c % e.event_ring()];
+      SlotEvents& ev = e.events[ahead];
       wait_for_event(ev.h2d_done, c, "h2d", compute_seen);
       wait_for_event(ev.compute_done, c, "compute", compute_seen);
       compute_seen = std::max(compute_seen, c + 1);
@@ -414,7 +411,7 @@ void Submission::State::run_drain() {
         const Span& s = e.spans[k];
         if (!s.copied_out() || !s.staged()) continue;
         const auto begin = Clock::now();
-        e.copy_out->copy(s.at(range.begin), e.staging[slot][k].data(), range.size() * s.item_bytes);
+        e.copy_out->copy(s.at(range.begin), e.staging[ahead][k].data(), range.size() * s.item_bytes);
         if (e.options.record)
           drain_intervals.push_back({Lane::stage_out, c, host_ms(begin), host_ms(Clock::now()),
                                      range.size() * s.item_bytes, 0});
@@ -482,9 +479,9 @@ Submission::~Submission() {
 RunReport Submission::wait() {
   if (!state_) throw std::logic_error("Submission::wait on an empty or already waited submission");
   std::unique_ptr<State> state = std::move(state_);
-  state->driver.join();
-  state->drain.join();
   auto& e = state->engine;
+  e.driver_thread->wait_idle();
+  e.drain_thread->wait_idle();
   // Nothing of this run may still touch the ring when the next one starts,
   // failed or not. After a sticky error these return it again; it is already known.
   const cudaError_t h2d = cudaStreamSynchronize(e.h2d.get());
@@ -546,9 +543,13 @@ Submission Pipeline::submit() {
   state->origin.synchronize();
   state->host_origin = Clock::now();
   e.busy = true;
+  if (!e.driver_thread) {
+    e.driver_thread = std::make_unique<WorkerThread>();
+    e.drain_thread = std::make_unique<WorkerThread>();
+  }
   Submission::State* raw = state.get();
-  raw->drain = std::thread([raw] { raw->run_drain(); });
-  raw->driver = std::thread([raw] { raw->run_driver(); });
+  e.drain_thread->post([raw] { raw->run_drain(); });
+  e.driver_thread->post([raw] { raw->run_driver(); });
   return Submission(std::move(state));
 }
 

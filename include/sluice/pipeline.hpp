@@ -62,7 +62,8 @@ using ChunkDoneFn = std::function<void(std::size_t index, ItemRange items)>;
 class Pipeline;
 
 // A run in flight. wait() returns its report or rethrows its failure.
-// Destroying an unwaited submission waits for it (nothing runs on unowned).
+// Destroying an unwaited submission waits for it. The pipeline must outlive
+// its submissions.
 class Submission {
  public:
   Submission(Submission&&) noexcept;
