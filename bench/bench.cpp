@@ -13,9 +13,6 @@
 
 namespace sluice::bench {
 
-namespace {
-
-// sluice's pipeline over a problem: inputs, one output, the workload's kernel.
 Pipeline make_pipeline(Problem& p, const PipelineOptions& options) {
   Pipeline pipeline(options);
   for (std::size_t a = 0; a < p.workload().input_count(); ++a) pipeline.input(p.input(a));
@@ -29,35 +26,39 @@ Pipeline make_pipeline(Problem& p, const PipelineOptions& options) {
   return pipeline;
 }
 
+BenchRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run) {
+  std::vector<double> samples;
+  for (int i = -1; i < repeats; ++i) {  // i == -1 is the warm-up
+    problem.poison_output();
+    const auto begin = std::chrono::steady_clock::now();
+    run();
+    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto end = std::chrono::steady_clock::now();
+    if (i >= 0) samples.push_back(std::chrono::duration<double, std::milli>(end - begin).count());
+  }
+  BenchRow row;
+  row.workload = problem.workload().name();
+  row.bytes = problem.items() * sizeof(float);
+  row.method = std::move(method);
+  row.sluice = sluice;
+  row.pageable = problem.memory() == Problem::Memory::pageable;
+  row.ms = summarize(samples);
+  row.gbps = gb_per_s(problem.bytes_moved(), row.ms.median);
+  const Verification v = problem.verify();
+  row.verified = v.ok;
+  row.detail = v.detail;
+  return row;
+}
+
+namespace {
+
 class CaseRunner {
  public:
   CaseRunner(BenchResult& result, const BenchOptions& options, const std::function<void(const std::string&)>& progress)
       : result_(result), options_(options), progress_(progress) {}
 
-  // Poison, run, synchronise: one warm-up, then `repeats` timed runs on a
-  // steady clock (each run ends with the output in host memory); verify last.
-  template <typename Run>
-  BenchRow measure(std::string method, Problem& problem, bool sluice, Run&& run) {
-    std::vector<double> samples;
-    for (int i = -1; i < options_.repeats; ++i) {
-      problem.poison_output();
-      const auto begin = std::chrono::steady_clock::now();
-      run();
-      SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-      const auto end = std::chrono::steady_clock::now();
-      if (i >= 0) samples.push_back(std::chrono::duration<double, std::milli>(end - begin).count());
-    }
-    BenchRow row;
-    row.workload = problem.workload().name();
-    row.bytes = problem.items() * sizeof(float);
-    row.method = std::move(method);
-    row.sluice = sluice;
-    row.pageable = problem.memory() == Problem::Memory::pageable;
-    row.ms = summarize(samples);
-    row.gbps = gb_per_s(problem.bytes_moved(), row.ms.median);
-    const Verification v = problem.verify();
-    row.verified = v.ok;
-    row.detail = v.detail;
+  BenchRow measure(std::string method, Problem& problem, bool sluice, const std::function<void()>& run) {
+    BenchRow row = measure_row(std::move(method), problem, sluice, options_.repeats, run);
     if (progress_)
       progress_(fmt::format("{} {} {}: {:.2f} ms, {}", row.workload, format_bytes(row.bytes), row.method,
                             row.ms.median, row.verified ? "verified" : "NOT VERIFIED: " + row.detail));

@@ -20,6 +20,13 @@ struct BenchOptions {
   PipelineOptions pipeline;              // chunk, depth, staging threads for the sluice rows
 };
 
+// sluice's pipeline over a problem: its inputs, one output, the workload's kernel.
+Pipeline make_pipeline(Problem& problem, const PipelineOptions& options);
+
+// Poison the output, run, synchronise: one warm-up, then `repeats` runs timed
+// on a steady clock (each ends with the output in host memory); verify the last.
+BenchRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run);
+
 // progress(line) is called as each row finishes, for a live log.
 BenchResult run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress = {});
 

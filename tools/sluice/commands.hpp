@@ -11,6 +11,7 @@ using Action = std::function<int()>;
 
 Action add_probe_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
+Action add_demo_command(CLI::App& app);
 
 
 }  // namespace sluice::cli

@@ -1,5 +1,5 @@
 // sluice: stream host data through a GPU at the speed of its slowest engine,
-// and show what overlapped. Subcommands: probe, bench.
+// and show what overlapped. Subcommands: probe, bench, demo.
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   std::map<std::string, sluice::cli::Action> actions;
   actions["probe"] = sluice::cli::add_probe_command(app);
   actions["bench"] = sluice::cli::add_bench_command(app);
+  actions["demo"] = sluice::cli::add_demo_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto* sub : app.get_subcommands()) return actions.at(sub->get_name())();

@@ -1,0 +1,43 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "demo.hpp"
+#include "gpu_test.hpp"
+
+class DemoTest : public sluice::test::GpuTest, public ::testing::WithParamInterface<std::string> {};
+
+// Each demo at a small size: it must verify its result and draw a conclusion.
+TEST_P(DemoTest, VerifiesItsResultAtASmallSize) {
+  for (const auto& d : sluice::demo::all_demos()) {
+    if (d.name != GetParam()) continue;
+    sluice::demo::DemoOptions o;
+    o.size = std::size_t{8} << 20;
+    o.repeats = 1;
+    const auto r = d.run(o);
+    EXPECT_TRUE(r.verified) << r.verification;
+    EXPECT_EQ(r.name, d.name);
+    EXPECT_FALSE(r.rows.empty());
+    EXPECT_FALSE(r.conclusion.empty());
+    for (const auto& row : r.rows) EXPECT_EQ(row.size(), r.header.size());
+    return;
+  }
+  FAIL() << "no demo named " << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDemos, DemoTest,
+                         ::testing::Values("pinned-vs-pageable", "sync-vs-streams", "triple-buffer", "events",
+                                           "concurrent-kernels", "priorities", "callbacks", "default-stream",
+                                           "unified-memory", "copy-engines"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(DemoRegistry, NamesAreUniqueAndEveryDemoIsTested) {
+  const auto& demos = sluice::demo::all_demos();
+  EXPECT_EQ(demos.size(), 10u);
+  for (std::size_t i = 0; i < demos.size(); ++i)
+    for (std::size_t j = i + 1; j < demos.size(); ++j) EXPECT_NE(demos[i].name, demos[j].name);
+}
