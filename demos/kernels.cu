@@ -62,7 +62,8 @@ void launch_affine(StreamView stream, const float* x, float* y, std::size_t n, f
 }
 
 void launch_delayed_fill(StreamView stream, std::uint64_t ns, int* data, std::size_t n, int value) {
-  delayed_fill_kernel<<<grid_for(n), 256, 0, stream.get()>>>(ns, data, n, value);
+  // One block: the producer leaves the other SMs free, as a small real producer would.
+  delayed_fill_kernel<<<1, 256, 0, stream.get()>>>(ns, data, n, value);
   SLUICE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -14,7 +14,8 @@ void launch_sleep(StreamView stream, std::uint64_t ns, std::uint64_t* start, std
                   unsigned blocks = 1, unsigned threads = 32);
 // y[i] = x[i] * scale + offset.
 void launch_affine(StreamView stream, const float* x, float* y, std::size_t n, float scale, float offset);
-// Spins `ns`, then data[i] = value for all i: a slow producer.
+// One block spins `ns`, then sets data[i] = value for all i: a slow producer
+// that leaves the rest of the GPU free.
 void launch_delayed_fill(StreamView stream, std::uint64_t ns, int* data, std::size_t n, int value);
 // dst[i] = src[i]: a consumer of what a producer wrote.
 void launch_copy_ints(StreamView stream, const int* src, int* dst, std::size_t n);

@@ -532,7 +532,7 @@ Pipeline& Pipeline::clear_spans() {
   return *this;
 }
 
-Submission Pipeline::submit() {
+Submission Pipeline::start(bool drive_on_caller) {
   Engine& e = *engine_;
   if (e.busy) throw std::logic_error("this pipeline is already running; wait for it or use a second pipeline");
   e.validate();
@@ -549,11 +549,22 @@ Submission Pipeline::submit() {
   }
   Submission::State* raw = state.get();
   e.drain_thread->post([raw] { raw->run_drain(); });
-  e.driver_thread->post([raw] { raw->run_driver(); });
+  if (drive_on_caller)
+    raw->run_driver();  // catches everything itself; saves a thread hand-off
+  else
+    e.driver_thread->post([raw] { raw->run_driver(); });
   return Submission(std::move(state));
 }
 
-RunReport Pipeline::run() { return submit().wait(); }
+Submission Pipeline::submit() { return start(false); }
+
+RunReport Pipeline::run() {
+  int caller_device = 0;
+  SLUICE_CUDA_CHECK(cudaGetDevice(&caller_device));
+  Submission submission = start(true);
+  SLUICE_CUDA_CHECK(cudaSetDevice(caller_device));
+  return submission.wait();
+}
 
 StageCosts Pipeline::measure_stage_costs(int repeats) {
   Engine& e = *engine_;

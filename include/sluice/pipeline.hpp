@@ -135,6 +135,7 @@ class Pipeline {
 
  private:
   friend class Submission;
+  Submission start(bool drive_on_caller);
   Pipeline& add_span(const void* data, std::size_t items, std::size_t item_bytes, Role role);
   struct Engine;
   std::unique_ptr<Engine> engine_;
