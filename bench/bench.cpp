@@ -50,6 +50,28 @@ BenchRow measure_row(std::string method, Problem& problem, bool sluice, int repe
   return row;
 }
 
+Trace traced_run(std::string title, Problem& problem, std::optional<double> bound_ms,
+                 const std::function<void(TraceRecorder*)>& run) {
+  SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+  problem.poison_output();
+  Stream origin;
+  TraceRecorder recorder(origin);
+  const auto begin = std::chrono::steady_clock::now();
+  run(&recorder);
+  SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto end = std::chrono::steady_clock::now();
+  return Trace{std::move(title), recorder.intervals(), std::chrono::duration<double, std::milli>(end - begin).count(),
+               bound_ms};
+}
+
+Trace traced_pipeline(std::string title, Problem& problem, PipelineOptions options, std::optional<double> bound_ms) {
+  options.record = true;
+  problem.poison_output();
+  Trace trace = make_trace(std::move(title), make_pipeline(problem, options).run());
+  trace.bound_ms = bound_ms;
+  return trace;
+}
+
 namespace {
 
 class CaseRunner {
@@ -65,17 +87,18 @@ class CaseRunner {
     return row;
   }
 
-  // One recorded run, untimed: where each engine's time went.
-  void describe_lanes(const char* what, Problem& problem) {
-    if (!progress_) return;
-    PipelineOptions recorded = options_.pipeline;
-    recorded.record = true;
-    const RunReport r = make_pipeline(problem, recorded).run();
-    progress_(fmt::format("  lanes, {} ({} chunks of {}): wall {:.2f} ms; busy: stage-in {:.2f}, H2D {:.2f}, "
-                          "compute {:.2f}, D2H {:.2f}, stage-out {:.2f} ms",
-                          what, r.chunk_count, format_bytes(r.chunk_items * sizeof(float)), r.wall_ms,
-                          r.busy_ms(Lane::stage_in), r.busy_ms(Lane::h2d), r.busy_ms(Lane::compute),
-                          r.busy_ms(Lane::d2h), r.busy_ms(Lane::stage_out)));
+  // One recorded run, untimed: where each engine's time went, kept as a trace.
+  void record_lanes(const std::string& method, Problem& problem, double bound_ms) {
+    const std::string title = fmt::format("{} {}: {}", problem.workload().name(),
+                                          format_bytes(problem.items() * sizeof(float)), method);
+    Trace trace = traced_pipeline(title, problem, options_.pipeline, bound_ms);
+    if (progress_) {
+      std::string busy;
+      for (const auto& lane : analyze(trace).lanes)
+        busy += fmt::format(" {} {:.2f} ms,", to_string(lane.lane), lane.busy_ms);
+      progress_(fmt::format("  lanes, {}: wall {:.2f} ms; busy:{}", title, trace.wall_ms, busy));
+    }
+    result_.traces.push_back(std::move(trace));
   }
 
   void run_case(const Workload& w, std::size_t bytes) {
@@ -115,8 +138,8 @@ class CaseRunner {
     rows.push_back(measure("sluice pipeline, pinned", pinned, true, [&] { sluice_pinned.run(); }));
     Pipeline sluice_pageable = make_pipeline(pageable, options_.pipeline);
     rows.push_back(measure("sluice pipeline, pageable std::vector", pageable, true, [&] { sluice_pageable.run(); }));
-    describe_lanes("pinned", pinned);
-    describe_lanes("pageable", pageable);
+    record_lanes("sluice pipeline, pinned", pinned, bound.bound.ms);
+    record_lanes("sluice pipeline, pageable", pageable, bound.bound.ms);
 
     const double sync_ms = rows.front().ms.median;
     for (auto& row : rows) {

@@ -7,6 +7,7 @@
 #include "sluice/bound.hpp"
 #include "sluice/device_info.hpp"
 #include "sluice/stats.hpp"
+#include "sluice/trace.hpp"
 
 namespace sluice::bench {
 
@@ -36,6 +37,7 @@ struct BenchResult {
   int repeats = 0;
   std::vector<BenchRow> rows;
   std::vector<BenchBound> bounds;
+  std::vector<Trace> traces;  // one recorded pipeline run per case and memory kind
 };
 
 // The targets sluice holds itself to, checked on one result.

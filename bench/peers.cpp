@@ -25,9 +25,13 @@ struct DeviceArrays {
   std::array<const float*, 2> input_ptrs{};
 };
 
-void copy_in(Problem& p, DeviceArrays& d, ItemRange r, StreamView s) {
+std::size_t bytes_in(const Problem& p, ItemRange r) { return r.size() * sizeof(float) * p.workload().input_count(); }
+std::size_t bytes_out(ItemRange r) { return r.size() * sizeof(float); }
+
+// Inputs' items r to device arrays starting at `first` (r.begin for whole arrays, 0 for slots).
+void copy_in(Problem& p, DeviceArrays& d, ItemRange r, std::size_t first, StreamView s) {
   for (std::size_t a = 0; a < p.workload().input_count(); ++a)
-    SLUICE_CUDA_CHECK(cudaMemcpyAsync(d.array(a, r.begin), p.input(a).data() + r.begin, r.size() * sizeof(float),
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(d.array(a, first), p.input(a).data() + r.begin, r.size() * sizeof(float),
                                       cudaMemcpyHostToDevice, s.get()));
 }
 
@@ -40,12 +44,19 @@ class Synchronous final : public Peer {
  public:
   explicit Synchronous(const Problem& p) : device_(p.workload(), p.items(), StreamView(cudaStreamLegacy)) {}
   std::string name() const override { return "synchronous"; }
-  void run(Problem& p) override {
+  void run(Problem& p, TraceRecorder* recorder) override {
     const std::size_t bytes = p.items() * sizeof(float);
-    for (std::size_t a = 0; a < p.workload().input_count(); ++a)
-      SLUICE_CUDA_CHECK(cudaMemcpy(device_.array(a, 0), p.input(a).data(), bytes, cudaMemcpyHostToDevice));
-    p.workload().launch(StreamView(cudaStreamLegacy), device_.inputs(0), device_.output(0), p.items());
-    SLUICE_CUDA_CHECK(cudaMemcpy(p.output().data(), device_.output(0), bytes, cudaMemcpyDeviceToHost));
+    const StreamView legacy(cudaStreamLegacy);
+    const ItemRange all{0, p.items()};
+    maybe_record(recorder, legacy, Lane::h2d, 0, bytes_in(p, all), 0, [&] {
+      for (std::size_t a = 0; a < p.workload().input_count(); ++a)
+        SLUICE_CUDA_CHECK(cudaMemcpy(device_.array(a, 0), p.input(a).data(), bytes, cudaMemcpyHostToDevice));
+    });
+    maybe_record(recorder, legacy, Lane::compute, 0, 0, 0,
+                 [&] { p.workload().launch(legacy, device_.inputs(0), device_.output(0), p.items()); });
+    maybe_record(recorder, legacy, Lane::d2h, 0, bytes, 0, [&] {
+      SLUICE_CUDA_CHECK(cudaMemcpy(p.output().data(), device_.output(0), bytes, cudaMemcpyDeviceToHost));
+    });
   }
 
  private:
@@ -56,15 +67,19 @@ class Staircase final : public Peer {
  public:
   Staircase(const Problem& p, unsigned streams) : streams_(streams), device_(p.workload(), p.items(), StreamView()) {}
   std::string name() const override { return "staircase, " + std::to_string(streams_.size()) + " streams"; }
-  void run(Problem& p) override {
+  void run(Problem& p, TraceRecorder* recorder) override {
     const std::size_t per_stream = (p.items() + streams_.size() - 1) / streams_.size();
     const ChunkPlan plan(p.items(), per_stream > 0 ? per_stream : 1);
     for (std::size_t i = 0; i < plan.chunk_count(); ++i) {
       const ItemRange r = plan.chunk(i);
       StreamView s = streams_[i];
-      copy_in(p, device_, r, s);
-      p.workload().launch(s, device_.inputs(r.begin), device_.output(r.begin), r.size());
-      copy_out(p, device_.output(r.begin), r, s);
+      const int lane_row = static_cast<int>(i);
+      maybe_record(recorder, s, Lane::h2d, i, bytes_in(p, r), lane_row, [&] { copy_in(p, device_, r, r.begin, s); });
+      maybe_record(recorder, s, Lane::compute, i, 0, lane_row, [&] {
+        p.workload().launch(s, device_.inputs(r.begin), device_.output(r.begin), r.size());
+      });
+      maybe_record(recorder, s, Lane::d2h, i, bytes_out(r), lane_row,
+                   [&] { copy_out(p, device_.output(r.begin), r, s); });
     }
     for (auto& s : streams_) s.synchronize();
   }
@@ -80,22 +95,21 @@ class TripleBuffer final : public Peer {
     for (auto& slot : slots_) slot = std::make_unique<DeviceArrays>(p.workload(), chunk_items, h2d_);
   }
   std::string name() const override { return "triple buffer, 3 streams + events"; }
-  void run(Problem& p) override {
+  void run(Problem& p, TraceRecorder* recorder) override {
     const ChunkPlan plan(p.items(), chunk_items_);
     for (std::size_t c = 0; c < plan.chunk_count(); ++c) {
       const ItemRange r = plan.chunk(c);
       const std::size_t s = c % 3;
       DeviceArrays& slot = *slots_[s];
       h2d_.wait(copied_out_[s]);  // the slot's previous chunk has left the device
-      for (std::size_t a = 0; a < p.workload().input_count(); ++a)
-        SLUICE_CUDA_CHECK(cudaMemcpyAsync(slot.array(a, 0), p.input(a).data() + r.begin, r.size() * sizeof(float),
-                                          cudaMemcpyHostToDevice, h2d_.get()));
+      maybe_record(recorder, h2d_, Lane::h2d, c, bytes_in(p, r), 0, [&] { copy_in(p, slot, r, 0, h2d_); });
       copied_in_[s].record(h2d_);
       compute_.wait(copied_in_[s]);
-      p.workload().launch(compute_, slot.inputs(0), slot.output(0), r.size());
+      maybe_record(recorder, compute_, Lane::compute, c, 0, 0,
+                   [&] { p.workload().launch(compute_, slot.inputs(0), slot.output(0), r.size()); });
       computed_[s].record(compute_);
       d2h_.wait(computed_[s]);
-      copy_out(p, slot.output(0), r, d2h_);
+      maybe_record(recorder, d2h_, Lane::d2h, c, bytes_out(r), 0, [&] { copy_out(p, slot.output(0), r, d2h_); });
       copied_out_[s].record(d2h_);
     }
     d2h_.synchronize();

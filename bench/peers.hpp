@@ -1,7 +1,8 @@
 #pragma once
 // The ways people write copy-in/compute/copy-out by hand, as honestly as a
 // careful user would, to run beside sluice's pipeline on the same data.
-// Each run() does the whole job and returns once the output is in host memory.
+// Each run() does the whole job and returns once the output is in host memory;
+// with a recorder, each copy and kernel becomes an interval of its timeline.
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "sluice/device_buffer.hpp"
 #include "sluice/event.hpp"
 #include "sluice/stream.hpp"
+#include "sluice/trace_recorder.hpp"
 #include "workload.hpp"
 
 namespace sluice::bench {
@@ -17,7 +19,7 @@ class Peer {
  public:
   virtual ~Peer() = default;
   virtual std::string name() const = 0;
-  virtual void run(Problem& problem) = 0;
+  virtual void run(Problem& problem, TraceRecorder* recorder = nullptr) = 0;
 };
 
 // cudaMemcpy -> kernel -> cudaMemcpy on the legacy default stream: nothing overlaps.

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/trace.hpp"
+
 namespace sluice::demo {
 
 struct DemoOptions {
@@ -25,6 +27,7 @@ struct DemoResult {
   bool verified = false;
   std::string verification;  // what was checked, or what failed
   std::string conclusion;
+  std::vector<Trace> traces;  // timelines of the runs compared, where the demo records them
 };
 
 struct DemoInfo {

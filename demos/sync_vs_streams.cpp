@@ -38,6 +38,14 @@ DemoResult run_sync_vs_streams(const DemoOptions& o) {
       r.verified &= row.verified;
     }
     r.rows.push_back({name, "bound (" + bound.limiter + ")", fixed(bound.ms, 2), "", "", "1.000", ""});
+    if (std::string(name) == "sincos100") {  // the timelines: one bar per lane, the staircase, the pipeline
+      r.traces.push_back(bench::traced_run("1 stream, synchronous", problem, bound.ms,
+                                           [&](TraceRecorder* rec) { sync->run(problem, rec); }));
+      auto four_streams = bench::make_staircase(problem, 4);
+      r.traces.push_back(bench::traced_run("4 streams, staircase", problem, bound.ms,
+                                           [&](TraceRecorder* rec) { four_streams->run(problem, rec); }));
+      r.traces.push_back(bench::traced_pipeline("sluice pipeline", problem, {}, bound.ms));
+    }
     const auto& four = rows[2];
     const auto& sluice_row = rows.back();
     r.figures[std::string(name) + " speedup 4 streams"] = sync_ms / four.ms.median;

@@ -38,6 +38,12 @@ DemoResult run_triple_buffer(const DemoOptions& o) {
       r.verified &= e.row.verified;
     }
     r.rows.push_back({name, "bound (" + bound.limiter + ")", "", fixed(bound.ms, 2), "1.000", ""});
+    if (std::string(name) == "copy") {
+      r.traces.push_back(bench::traced_run("copy: staircase, 3 streams", problem, bound.ms,
+                                           [&](TraceRecorder* rec) { staircase3->run(problem, rec); }));
+      r.traces.push_back(bench::traced_run("copy: triple buffer, 3 streams + events", problem, bound.ms,
+                                           [&](TraceRecorder* rec) { triple->run(problem, rec); }));
+    }
     const double triple_eff = bound.ms / entries[2].row.ms.median;
     const double stair3_eff = bound.ms / entries[0].row.ms.median;
     const double stair16_eff = bound.ms / entries[1].row.ms.median;

@@ -30,6 +30,7 @@
 #include "sluice/stats.hpp"
 #include "sluice/stream.hpp"
 #include "sluice/worker_thread.hpp"
+#include "core/nvtx_range.hpp"
 
 namespace sluice {
 
@@ -252,6 +253,7 @@ struct Submission::State {
   template <typename Step>
   void stage(std::size_t chunk, const char* name, Step step) {
     try {
+      const detail::NvtxRange range(name, chunk);
       step();
     } catch (const CudaError& e) {
       throw CudaError(e, chunk_context(chunk, plan.chunk(chunk), name));
@@ -286,6 +288,7 @@ void Submission::State::run_driver() {
       for (std::size_t k = 0; k < e.spans.size(); ++k) {
         const Span& s = e.spans[k];
         if (!s.copied_in() || !s.staged()) continue;
+        const detail::NvtxRange nvtx("stage-in", c);
         const auto begin = Clock::now();
         e.copy_in->copy(e.staging[ahead][k].data(), s.at(range.begin), range.size() * s.item_bytes);
         if (e.options.record)
@@ -410,6 +413,7 @@ void Submission::State::run_drain() {
       for (std::size_t k = 0; k < e.spans.size(); ++k) {
         const Span& s = e.spans[k];
         if (!s.copied_out() || !s.staged()) continue;
+        const detail::NvtxRange nvtx("stage-out", c);
         const auto begin = Clock::now();
         e.copy_out->copy(s.at(range.begin), e.staging[ahead][k].data(), range.size() * s.item_bytes);
         if (e.options.record)

@@ -20,6 +20,14 @@ TEST_P(DemoTest, VerifiesItsResultAtASmallSize) {
     EXPECT_FALSE(r.rows.empty());
     EXPECT_FALSE(r.conclusion.empty());
     for (const auto& row : r.rows) EXPECT_EQ(row.size(), r.header.size());
+    if (d.name == "sync-vs-streams") {
+      // The timelines: synchronous is one bar per lane, the staircase three per stream.
+      ASSERT_EQ(r.traces.size(), 3u);
+      EXPECT_EQ(r.traces[0].intervals.size(), 3u);
+      EXPECT_EQ(r.traces[1].intervals.size(), 12u);
+      EXPECT_GT(r.traces[2].intervals.size(), 3u);
+      for (const auto& t : r.traces) EXPECT_TRUE(t.bound_ms.has_value());
+    }
     return;
   }
   FAIL() << "no demo named " << GetParam();

@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device.hpp"
+#include "trace_output.hpp"
 
 namespace sluice::cli {
 
@@ -27,6 +28,7 @@ Action add_bench_command(CLI::App& app) {
     std::string workloads = "sincos20,sincos100,sincos200,vadd,copy";
     std::string sizes = "256MiB,1GiB";
     bool json = false;
+    TraceOutput traces;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--device", args->options.device, "GPU ordinal")->capture_default_str();
@@ -40,11 +42,13 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--staging-threads", args->options.pipeline.staging_threads,
                   "host copy threads per direction (0: default)");
   cmd->add_flag("--json", args->json, "print JSON instead of a table");
+  args->traces.add_options(*cmd);
   return [args] {
     if (Device::count() == 0) {
       std::fprintf(stderr, "sluice bench: no CUDA device: %s\n", Device::unavailable_reason().c_str());
       return 1;
     }
+    args->traces.check_writable();
     bench::BenchOptions o = args->options;
     o.workloads.clear();
     o.sizes.clear();
@@ -52,6 +56,7 @@ Action add_bench_command(CLI::App& app) {
     for (const auto& size : split(args->sizes)) o.sizes.push_back(parse_bytes(size));
     const auto result = bench::run_bench(o, [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); });
     std::fputs((args->json ? bench::bench_json(result) + "\n" : bench::bench_text(result)).c_str(), stdout);
+    args->traces.write(result.traces);
     return 0;
   };
 }

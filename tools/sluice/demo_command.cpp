@@ -7,6 +7,7 @@
 #include "demo.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device.hpp"
+#include "trace_output.hpp"
 
 namespace sluice::cli {
 
@@ -18,6 +19,7 @@ Action add_demo_command(CLI::App& app) {
     std::string size;
     bool json = false;
     bool list = false;
+    TraceOutput traces;
   };
   auto args = std::make_shared<Args>();
   std::vector<std::string> choices;
@@ -28,6 +30,7 @@ Action add_demo_command(CLI::App& app) {
   cmd->add_option("--repeat", args->options.repeats, "repeats (default: each demo's own)")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "print JSON instead of text");
   cmd->add_flag("--list", args->list, "list the demos and the question each answers");
+  args->traces.add_options(*cmd);
   return [args] {
     if (args->list) {
       for (const auto& d : demo::all_demos()) std::printf("%-20s %s\n", d.name.c_str(), d.question.c_str());
@@ -37,6 +40,7 @@ Action add_demo_command(CLI::App& app) {
       std::fprintf(stderr, "sluice demo: no CUDA device, so no demo can run: %s\n", Device::unavailable_reason().c_str());
       return 1;
     }
+    args->traces.check_writable();
     demo::DemoOptions o = args->options;
     if (!args->size.empty()) o.size = parse_bytes(args->size);
     Device(o.device).make_current();
@@ -51,6 +55,9 @@ Action add_demo_command(CLI::App& app) {
       std::fflush(stdout);
     }
     if (args->json) std::printf("%s\n", demo::demos_json(results).c_str());
+    std::vector<Trace> traces;
+    for (const auto& r : results) traces.insert(traces.end(), r.traces.begin(), r.traces.end());
+    args->traces.write(traces);
     if (!all_verified) std::fprintf(stderr, "sluice demo: a demo could not verify its result\n");
     return all_verified ? 0 : 3;
   };

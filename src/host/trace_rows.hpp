@@ -1,0 +1,39 @@
+#pragma once
+// The rows a timeline draws: one per (lane, stream) that appears, in lane
+// order. Shared by the timeline writers.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/trace.hpp"
+
+namespace sluice::detail {
+
+struct TimelineRow {
+  Lane lane;
+  int stream;
+  std::string label() const {
+    std::string text(to_string(lane));
+    if (stream > 0) text.append(1, ' ').append(std::to_string(stream));
+    return text;
+  }
+  friend bool operator==(const TimelineRow&, const TimelineRow&) = default;
+};
+
+inline std::vector<TimelineRow> timeline_rows(const Trace& trace) {
+  std::vector<std::pair<int, int>> keys;
+  for (const auto& i : trace.intervals) keys.emplace_back(static_cast<int>(i.lane), i.stream);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::vector<TimelineRow> rows;
+  for (const auto& [lane, stream] : keys) rows.push_back({static_cast<Lane>(lane), stream});
+  return rows;
+}
+
+inline std::size_t row_of(const std::vector<TimelineRow>& rows, const StageInterval& i) {
+  return static_cast<std::size_t>(
+      std::find(rows.begin(), rows.end(), TimelineRow{i.lane, i.stream}) - rows.begin());
+}
+
+}  // namespace sluice::detail
