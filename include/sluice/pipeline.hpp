@@ -33,9 +33,12 @@ namespace sluice {
 
 struct PipelineOptions {
   std::size_t chunk_items = 0;   // items per chunk; 0 picks default_chunk_items()
-  std::size_t depth = 3;         // device slots per span (>= 1); 3 lets all engines work at once
+  // Device slots per span (>= 1): one chunk copying in, two computing, one copying out.
+  std::size_t depth = 4;
   unsigned staging_threads = 0;  // host copy threads per direction; 0 picks a default
-  unsigned compute_streams = 1;  // chunks take turns over this many compute streams
+  // Chunks take turns over this many compute streams, so one chunk's kernel
+  // can fill the SMs the tail of the previous one leaves idle.
+  unsigned compute_streams = 2;
   int priority = 0;              // CUDA stream priority of all the pipeline's streams
   bool record = false;           // keep per-chunk stage intervals in the report
 };
@@ -124,9 +127,9 @@ class Pipeline {
   Submission submit();
 
   // Times each stage alone over the same chunks (pinned copies in, compute,
-  // copies out, and both copy directions at once) and returns the bound
-  // (DESIGN.md). Runs the compute callable again over every chunk, on the
-  // slot contents of the last run.
+  // copies out, and both copy directions at once), keeping the fastest of
+  // `repeats`, for compute_bound() (DESIGN.md). Runs the compute callable again
+  // over every chunk, on the slot contents of the last run.
   StageCosts measure_stage_costs(int repeats = 3);
 
   const PipelineOptions& options() const;

@@ -11,7 +11,7 @@ namespace sluice {
 
 namespace {
 
-constexpr int left = 150, right = 30, row_height = 20, row_gap = 4, title_height = 24, axis_height = 28,
+constexpr int left = 150, right = 30, row_height = 20, row_gap = 4, title_height = 24, axis_height = 38,
               block_gap = 14, legend_height = 30;
 
 std::string escape(const std::string& text) {
@@ -118,7 +118,7 @@ std::string timeline_svg(std::span<const Trace> traces, const SvgOptions& option
       body += fmt::format(
           "<line x1=\"{0:.2f}\" y1=\"{1}\" x2=\"{0:.2f}\" y2=\"{2}\" class=\"bound\"/><text x=\"{0:.2f}\" y=\"{3}\" "
           "class=\"boundlabel\">bound {4:.2f} ms</text>\n",
-          bx, rows_top - 2, rows_bottom, rows_top - 4, *t.bound_ms);
+          bx, rows_top - 2, rows_bottom + 4, rows_bottom + 29, *t.bound_ms);
     }
     y = rows_bottom + axis_height + block_gap;
   }

@@ -40,6 +40,26 @@ TEST(ParallelCopier, ReusableAcrossManyCopies) {
   }
 }
 
+TEST(ParallelCopier, EveryAlignmentOfSourceAndDestination) {
+  // Streaming stores need 16-byte aligned destinations: the copier must
+  // handle the ragged head and tail itself.
+  ParallelCopier copier(3);
+  const std::size_t bytes = 3 * ParallelCopier::min_piece_bytes + 77;
+  auto src = pattern(bytes + 32);
+  for (std::size_t src_offset : {0u, 1u, 7u, 15u}) {
+    for (std::size_t dst_offset : {0u, 3u, 8u, 13u}) {
+      std::vector<std::uint8_t> dst(bytes + 64, 0xEE);
+      copier.copy(dst.data() + dst_offset, src.data() + src_offset, bytes);
+      ASSERT_TRUE(std::equal(src.begin() + src_offset, src.begin() + src_offset + bytes, dst.begin() + dst_offset))
+          << "src+" << src_offset << " dst+" << dst_offset;
+      ASSERT_EQ(dst[dst_offset + bytes], 0xEE) << "wrote past the end";
+      if (dst_offset > 0) {
+        ASSERT_EQ(dst[dst_offset - 1], 0xEE) << "wrote before the start";
+      }
+    }
+  }
+}
+
 TEST(ParallelCopier, ThreadCountIncludesTheCaller) {
   EXPECT_EQ(ParallelCopier(1).thread_count(), 1u);
   EXPECT_EQ(ParallelCopier(5).thread_count(), 5u);
