@@ -1,52 +1,9 @@
 #include "sluice/parallel_copy.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace sluice {
-
-namespace {
-
-// Streaming stores write whole cache lines straight to memory, skipping the
-// read-for-ownership an ordinary store makes: a staging copy then moves two
-// bytes of host memory traffic per byte instead of three. Worth it only for
-// large copies, whose destination would not stay in cache anyway.
-void copy_streaming(char* dst, const char* src, std::size_t bytes) {
-#if defined(__SSE2__)
-  constexpr std::size_t threshold = 64 * 1024;
-  if (bytes >= threshold) {
-    const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16;
-    std::memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    bytes -= head;
-    const std::size_t vectors = bytes / 16;
-    auto* out = reinterpret_cast<__m128i*>(dst);
-    const auto* in = reinterpret_cast<const __m128i*>(src);
-    std::size_t v = 0;
-    for (; v + 4 <= vectors; v += 4) {
-      const __m128i a = _mm_loadu_si128(in + v), b = _mm_loadu_si128(in + v + 1);
-      const __m128i c = _mm_loadu_si128(in + v + 2), d = _mm_loadu_si128(in + v + 3);
-      _mm_stream_si128(out + v, a);
-      _mm_stream_si128(out + v + 1, b);
-      _mm_stream_si128(out + v + 2, c);
-      _mm_stream_si128(out + v + 3, d);
-    }
-    for (; v < vectors; ++v) _mm_stream_si128(out + v, _mm_loadu_si128(in + v));
-    _mm_sfence();  // streaming stores are weakly ordered: publish them before the copy counts as done
-    std::memcpy(dst + vectors * 16, src + vectors * 16, bytes % 16);
-    return;
-  }
-#endif
-  std::memcpy(dst, src, bytes);
-}
-
-}  // namespace
 
 void copy_piece(char* dst, const char* src, std::size_t bytes, unsigned piece, unsigned pieces) {
   // Page-aligned piece boundaries keep two threads off the same cache lines.
@@ -55,7 +12,7 @@ void copy_piece(char* dst, const char* src, std::size_t bytes, unsigned piece, u
   if (base == 0) base = bytes / pieces;
   const std::size_t begin = piece * base;
   const std::size_t end = piece + 1 == pieces ? bytes : begin + base;
-  if (end > begin) copy_streaming(dst + begin, src + begin, end - begin);
+  if (end > begin) std::memcpy(dst + begin, src + begin, end - begin);
 }
 
 unsigned ParallelCopier::default_thread_count() {

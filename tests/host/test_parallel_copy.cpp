@@ -41,8 +41,8 @@ TEST(ParallelCopier, ReusableAcrossManyCopies) {
 }
 
 TEST(ParallelCopier, EveryAlignmentOfSourceAndDestination) {
-  // Streaming stores need 16-byte aligned destinations: the copier must
-  // handle the ragged head and tail itself.
+  // Pieces split at page boundaries of the copy, not of the buffers: any
+  // alignment of either side must come through intact.
   ParallelCopier copier(3);
   const std::size_t bytes = 3 * ParallelCopier::min_piece_bytes + 77;
   auto src = pattern(bytes + 32);
