@@ -23,6 +23,7 @@
 #include <memory>
 #include <ranges>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "sluice/chunk_plan.hpp"
@@ -64,6 +65,15 @@ using ChunkDoneFn = std::function<void(std::size_t index, ItemRange items)>;
 
 class Pipeline;
 
+// Contiguous host memory the pipeline may refer to: a span, or a container
+// the caller keeps (a temporary std::vector would be gone before the run).
+template <typename R>
+concept HostRange =
+    std::ranges::contiguous_range<R> && (std::ranges::borrowed_range<R> || std::is_lvalue_reference_v<R>);
+template <typename R>
+concept WritableHostRange =
+    HostRange<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+
 // A run in flight. wait() returns its report or rethrows its failure.
 // Destroying an unwaited submission waits for it. The pipeline must outlive
 // its submissions.
@@ -93,26 +103,18 @@ class Pipeline {
 
   // Spans refer to the caller's memory, which must outlive the run. Spans are
   // numbered in the order added, inputs and outputs alike (Chunk::device).
-  template <std::ranges::contiguous_range R>
-    requires std::ranges::borrowed_range<R> || std::is_lvalue_reference_v<R>
+  template <HostRange R>
   Pipeline& input(R&& range) {
-    return add_span(std::ranges::data(range), std::ranges::size(range), sizeof(std::ranges::range_value_t<R>),
-                    Role::input);
+    return add_range(range, Role::input);
   }
-  template <std::ranges::contiguous_range R>
-    requires(std::ranges::borrowed_range<R> || std::is_lvalue_reference_v<R>) &&
-            (!std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>)
+  template <WritableHostRange R>
   Pipeline& output(R&& range) {
-    return add_span(std::ranges::data(range), std::ranges::size(range), sizeof(std::ranges::range_value_t<R>),
-                    Role::output);
+    return add_range(range, Role::output);
   }
   // Copied in, transformed in place on the device, copied back to the same memory.
-  template <std::ranges::contiguous_range R>
-    requires(std::ranges::borrowed_range<R> || std::is_lvalue_reference_v<R>) &&
-            (!std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>)
+  template <WritableHostRange R>
   Pipeline& inout(R&& range) {
-    return add_span(std::ranges::data(range), std::ranges::size(range), sizeof(std::ranges::range_value_t<R>),
-                    Role::inout);
+    return add_range(range, Role::inout);
   }
   Pipeline& compute(ComputeFn fn);
   Pipeline& on_chunk_done(ChunkDoneFn fn);
@@ -139,6 +141,10 @@ class Pipeline {
  private:
   friend class Submission;
   Submission start(bool drive_on_caller);
+  template <typename R>
+  Pipeline& add_range(R& range, Role role) {
+    return add_span(std::ranges::data(range), std::ranges::size(range), sizeof(std::ranges::range_value_t<R>), role);
+  }
   Pipeline& add_span(const void* data, std::size_t items, std::size_t item_bytes, Role role);
   struct Engine;
   std::unique_ptr<Engine> engine_;
