@@ -69,6 +69,11 @@ DemoResult run_events(const DemoOptions& o) {
 
   DeviceBuffer<int> data(n, a), seen(n, a);
   PinnedBuffer<int> host(n);
+  // A kernel's first launch loads its module (lazy loading), which waits for
+  // the device and would order producer and consumer by accident: load both first.
+  launch_delayed_fill(b, 0, seen.data(), 1, 0);
+  launch_copy_ints(b, seen.data(), seen.data() + 1, 1);
+  b.synchronize();
   const std::size_t without_wait = produce_consume(a, b, data, seen, host, false);
   const std::size_t with_wait = produce_consume(a, b, data, seen, host, true);
   r.rows.push_back({"consumer saw the producer's data, no wait (elements)", std::to_string(without_wait)});
