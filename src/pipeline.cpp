@@ -357,7 +357,7 @@ void Submission::State::wait_for_event(const Event& event, std::size_t chunk, co
       // not yet seen complete rather than the event that happened to be asked.
       if (is_kernel_fault(code)) {
         const std::size_t culprit = std::min(compute_seen, plan.chunk_count() - 1);
-        throw CudaError(CudaError(code, "kernel execution", "compute callable", 0),
+        throw CudaError(CudaError(code, "a kernel launched by the compute callable", __FILE__, __LINE__),
                         chunk_context(culprit, plan.chunk(culprit), "compute"));
       }
       throw CudaError(CudaError(code, "cudaEventQuery", __FILE__, __LINE__), chunk_context(chunk, plan.chunk(chunk), name));

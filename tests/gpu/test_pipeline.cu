@@ -372,5 +372,7 @@ TEST_F(PipelineTest, FaultingKernelNamesChunkAndStage) {
         }
         std::exit(3);
       },
-      ::testing::ExitedWithCode(0), "caught: chunk 4 \\(items 4000..5000\\), stage compute");
+      ::testing::ExitedWithCode(0),
+      "caught: chunk 4 \\(items 4000..5000\\), stage compute: a kernel launched by the compute callable failed: "
+      "cudaErrorIllegalAddress");
 }
