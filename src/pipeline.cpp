@@ -92,7 +92,9 @@ bool ranges_overlap(const Span& a, const Span& b) {
 
 // ---------------------------------------------------------------------------
 struct Pipeline::Engine {
+  // Options are fixed from here on, so they are checked once, here.
   explicit Engine(PipelineOptions o) : options(o), h2d(o.priority), d2h(o.priority) {
+    if (o.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
     if (o.compute_streams == 0) throw std::invalid_argument("compute_streams must be at least 1");
     for (unsigned i = 0; i < o.compute_streams; ++i) compute.emplace_back(o.priority);
     SLUICE_CUDA_CHECK(cudaGetDevice(&device));
@@ -123,7 +125,6 @@ struct Pipeline::Engine {
   std::size_t run_ahead() const { return 2 * options.depth + 2; }
 
   void validate() {
-    if (options.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
     if (spans.empty()) throw std::invalid_argument("pipeline has no spans: add at least one input or output");
     if (!compute_fn) throw std::invalid_argument("pipeline has no compute callable");
     const std::size_t items = spans.front().items;
@@ -362,12 +363,13 @@ void Submission::State::wait_for_event(const Event& event, std::size_t chunk, co
       }
       throw CudaError(CudaError(code, "cudaEventQuery", __FILE__, __LINE__), chunk_context(chunk, plan.chunk(chunk), name));
     }
+    std::size_t in_flight = 0;
     {
       std::lock_guard lock(mutex);
       if (failed) throw std::runtime_error("stopped: another stage failed");
+      in_flight = enqueued;
     }
     // Keep the compute cursor fresh while waiting.
-    const std::size_t in_flight = [&] { std::lock_guard lock(mutex); return enqueued; }();
     while (compute_seen < in_flight &&
            cudaEventQuery(engine.events[compute_seen % engine.run_ahead()].compute_done.get()) == cudaSuccess)
       ++compute_seen;
@@ -504,10 +506,7 @@ RunReport Submission::wait() {
 }
 
 // ---------------------------------------------------------------------------
-Pipeline::Pipeline(PipelineOptions options) {
-  if (options.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
-  engine_ = std::make_unique<Engine>(options);
-}
+Pipeline::Pipeline(PipelineOptions options) : engine_(std::make_unique<Engine>(options)) {}
 Pipeline::~Pipeline() = default;
 Pipeline::Pipeline(Pipeline&&) noexcept = default;
 Pipeline& Pipeline::operator=(Pipeline&&) noexcept = default;
