@@ -1,41 +1,47 @@
 #pragma once
-// `sluice bench`: sluice's pipeline beside the hand-written peers, on the same
-// data, every row verified, with the bound measured in the same run.
+// `sluice bench`: sluice's pipeline beside the hand-written peers (and a
+// PyTorch peer where the machine has PyTorch), on the same data, every row
+// verified, each beside the absolute bound measured in the same run and the
+// model's prediction.
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "bench_result.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/trace_recorder.hpp"
+#include "sluice/pipeline_options.hpp"
 #include "workload.hpp"
 
 namespace sluice::bench {
 
 struct BenchOptions {
   int device = 0;
-  std::vector<Workload> workloads;
+  std::vector<workloads::Workload> workloads;
   std::vector<std::size_t> sizes;        // bytes per array
   int repeats = 5;
   std::vector<unsigned> staircase_streams{2, 3, 4, 6, 8, 12, 16};
-  PipelineOptions pipeline;              // chunk, depth, staging threads for the sluice rows
+  std::vector<std::size_t> triple_buffer_chunk_bytes{std::size_t{2} << 20, std::size_t{4} << 20, std::size_t{8} << 20,
+                                                     std::size_t{16} << 20};
+  PipelineOptions pipeline;              // for the sluice rows
+  bool host_rows = true;                 // pageable, registered and automatic rows
+  std::string torch_peer;                // path to bench/torch_peer.py; empty: no PyTorch rows
+  std::string python = "python3";
+  // File cases (--files): a file of floats through a reduction and a transform.
+  std::size_t file_bytes = 0;            // 0: no file cases
+  std::string file_dir = ".";
+  bool keep_file = false;
 };
-
-// sluice's pipeline over a problem: its inputs, one output, the workload's kernel.
-Pipeline make_pipeline(Problem& problem, const PipelineOptions& options);
-
-// Poison the output, run, synchronise: one warm-up, then `repeats` runs timed
-// on a steady clock (each ends with the output in host memory); verify the last.
-BenchRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run);
-
-// One untimed run of `run` with a recorder: its timeline, titled, with the
-// host-measured wall time and the bound beside it.
-Trace traced_run(std::string title, Problem& problem, std::optional<double> bound_ms,
-                 const std::function<void(TraceRecorder*)>& run);
-// One recorded, untimed run of a pipeline over `problem`.
-Trace traced_pipeline(std::string title, Problem& problem, PipelineOptions options, std::optional<double> bound_ms);
 
 // progress(line) is called as each row finishes, for a live log.
 BenchResult run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress = {});
+
+namespace detail {
+// The file cases, appended to `result` (bench_files.cpp).
+void run_file_cases(const BenchOptions& options, BenchResult& result, const std::function<void(const std::string&)>& progress);
+// PyTorch's rows for every case, from one run of the peer script (torch_peer.cpp).
+std::vector<MeasuredRow> torch_rows(const BenchOptions& options, std::string& note);
+// The model's prediction for a pipeline run over a case.
+double predict_ms(const BenchResult& result, const BenchCase& c, const workloads::Problem& problem,
+                  const PipelineOptions& options, bool staged);
+}  // namespace detail
 
 }  // namespace sluice::bench

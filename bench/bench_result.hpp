@@ -1,43 +1,39 @@
 #pragma once
-// What `sluice bench` measured, and how it is printed. Host-only.
+// What `sluice bench` measured, and how it is printed.
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "sluice/bound.hpp"
+#include "absolute_bound.hpp"
+#include "measure.hpp"
 #include "sluice/device_info.hpp"
-#include "sluice/stats.hpp"
+#include "sluice/host_rates.hpp"
+#include "sluice/link_rates.hpp"
+#include "sluice/model.hpp"
 #include "sluice/trace.hpp"
 
 namespace sluice::bench {
 
-struct BenchRow {
-  std::string workload;
-  std::size_t bytes = 0;  // per array
-  std::string method;
-  bool sluice = false;    // a sluice pipeline row, as opposed to a peer
-  bool pageable = false;  // host data in pageable memory
-  Summary ms;
-  double gbps = 0;        // bytes in + out over the median time
-  double speedup = 0;     // synchronous (pinned) median over this median
-  double efficiency = 0;  // bound over this median
-  bool verified = false;
-  std::string detail;     // why verification failed
-};
+using workloads::MeasuredRow;
 
-struct BenchBound {
+// One workload at one size: its rows share the bound.
+struct BenchCase {
   std::string workload;
-  std::size_t bytes = 0;
-  StageCosts costs;
-  Bound bound;
+  std::size_t bytes = 0;  // per array (file cases: the file)
+  workloads::AbsoluteBound bound;
+  bool file = false;
 };
 
 struct BenchResult {
   DeviceInfo device;
   int repeats = 0;
-  std::vector<BenchRow> rows;
-  std::vector<BenchBound> bounds;
-  std::vector<Trace> traces;  // one recorded pipeline run per case and memory kind
+  LinkRates link;
+  HostCopyRates host;
+  FixedCosts fixed;
+  std::vector<BenchCase> cases;
+  std::vector<MeasuredRow> rows;
+  std::vector<Trace> traces;  // recorded pipeline runs
+  std::vector<std::string> notes;
 };
 
 // The targets sluice holds itself to, checked on one result.

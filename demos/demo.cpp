@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sluice/text_table.hpp"
+#include "text_table.hpp"
 
 namespace sluice::demo {
 
@@ -24,7 +24,7 @@ int repeats_or(const DemoOptions& o, int fallback) { return o.repeats > 0 ? o.re
 std::string demo_text(const DemoResult& r) {
   std::string out = fmt::format("== {}: {}\n", r.name, r.question);
   if (!r.header.empty()) {
-    TextTable table(r.header);
+    tools::TextTable table(r.header);
     for (const auto& row : r.rows) table.add_row(row);
     out += table.render();
   }

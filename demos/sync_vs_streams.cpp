@@ -3,8 +3,9 @@
 // for a compute-heavy kernel and for vector add, with the bound beside them.
 #include <fmt/format.h>
 
-#include "bench.hpp"
+#include "absolute_bound.hpp"
 #include "demo.hpp"
+#include "measure.hpp"
 #include "peers.hpp"
 
 namespace sluice::demo {
@@ -13,23 +14,22 @@ DemoResult run_sync_vs_streams(const DemoOptions& o) {
   const std::size_t items = size_or(o, std::size_t{256} << 20) / sizeof(float);
   const int repeats = repeats_or(o, 3);
   DemoResult r = make_result("sync-vs-streams", "what do streams buy over one synchronous stream?",
-               {"workload", "method", "ms", "GB/s", "vs sync", "of bound", "verified"});
+                             {"workload", "method", "ms", "GB/s", "vs sync", "of bound", "verified"});
   r.verified = true;
   for (const char* name : {"sincos100", "vadd"}) {
-    bench::Problem problem(bench::parse_workload(name), items, bench::Problem::Memory::pinned);
-    Pipeline pipeline = bench::make_pipeline(problem, {});
-    pipeline.run();
-    const Bound bound = compute_bound(pipeline.measure_stage_costs(repeats));
+    workloads::Problem problem(workloads::parse_workload(name), items, workloads::Problem::Memory::pinned);
+    const Bound bound = workloads::absolute_bound(problem, o.device, repeats, nullptr).pinned;
+    Pipeline pipeline = workloads::make_pipeline(problem, {});
 
-    std::vector<bench::BenchRow> rows;
-    auto sync = bench::make_synchronous(problem);
-    rows.push_back(bench::measure_row("1 stream, synchronous", problem, false, repeats, [&] { sync->run(problem); }));
+    std::vector<workloads::MeasuredRow> rows;
+    auto sync = workloads::make_synchronous(problem);
+    rows.push_back(workloads::measure_row("1 stream, synchronous", problem, false, repeats, [&] { sync->run(problem); }));
     for (unsigned n : {2u, 4u, 8u}) {
-      auto staircase = bench::make_staircase(problem, n);
-      rows.push_back(bench::measure_row(fmt::format("{} streams, staircase", n), problem, false, repeats,
-                                        [&] { staircase->run(problem); }));
+      auto staircase = workloads::make_staircase(problem, n);
+      rows.push_back(workloads::measure_row(fmt::format("{} streams, staircase", n), problem, false, repeats,
+                                            [&] { staircase->run(problem); }));
     }
-    rows.push_back(bench::measure_row("sluice pipeline", problem, true, repeats, [&] { pipeline.run(); }));
+    rows.push_back(workloads::measure_row("sluice pipeline", problem, true, repeats, [&] { pipeline.run(); }));
     const double sync_ms = rows.front().ms.median;
     for (const auto& row : rows) {
       r.rows.push_back({name, row.method, fixed(row.ms.median, 2), fixed(row.gbps, 1),
@@ -39,12 +39,12 @@ DemoResult run_sync_vs_streams(const DemoOptions& o) {
     }
     r.rows.push_back({name, "bound (" + bound.limiter + ")", fixed(bound.ms, 2), "", "", "1.000", ""});
     if (std::string(name) == "sincos100") {  // the timelines: one bar per lane, the staircase, the pipeline
-      r.traces.push_back(bench::traced_run("1 stream, synchronous", problem, bound.ms,
-                                           [&](TraceRecorder* rec) { sync->run(problem, rec); }));
-      auto four_streams = bench::make_staircase(problem, 4);
-      r.traces.push_back(bench::traced_run("4 streams, staircase", problem, bound.ms,
-                                           [&](TraceRecorder* rec) { four_streams->run(problem, rec); }));
-      r.traces.push_back(bench::traced_pipeline("sluice pipeline", problem, {}, bound.ms));
+      r.traces.push_back(workloads::traced_run("1 stream, synchronous", problem, bound.ms,
+                                               [&](TraceRecorder* rec) { sync->run(problem, rec); }));
+      auto four_streams = workloads::make_staircase(problem, 4);
+      r.traces.push_back(workloads::traced_run("4 streams, staircase", problem, bound.ms,
+                                               [&](TraceRecorder* rec) { four_streams->run(problem, rec); }));
+      r.traces.push_back(workloads::traced_pipeline("sluice pipeline", problem, {}, bound.ms));
     }
     const auto& four = rows[2];
     const auto& sluice_row = rows.back();

@@ -3,9 +3,11 @@
 // every engine busy; the staircase needs many more streams to get as close.
 #include <fmt/format.h>
 
-#include "bench.hpp"
+#include "absolute_bound.hpp"
 #include "demo.hpp"
+#include "measure.hpp"
 #include "peers.hpp"
+#include "sluice/chunking.hpp"
 
 namespace sluice::demo {
 
@@ -13,25 +15,24 @@ DemoResult run_triple_buffer(const DemoOptions& o) {
   const std::size_t items = size_or(o, std::size_t{256} << 20) / sizeof(float);
   const int repeats = repeats_or(o, 3);
   DemoResult r = make_result("triple-buffer", "can three streams and events reach the bound?",
-               {"workload", "method", "streams", "ms", "of bound", "verified"});
+                             {"workload", "method", "streams", "ms", "of bound", "verified"});
   r.verified = true;
   for (const char* name : {"sincos20", "copy"}) {
-    bench::Problem problem(bench::parse_workload(name), items, bench::Problem::Memory::pinned);
-    Pipeline pipeline = bench::make_pipeline(problem, {});
-    pipeline.run();
-    const Bound bound = compute_bound(pipeline.measure_stage_costs(repeats));
-    auto staircase3 = bench::make_staircase(problem, 3);
-    auto staircase16 = bench::make_staircase(problem, 16);
-    auto triple = bench::make_triple_buffer(problem, default_chunk_items(items, sizeof(float)));
+    workloads::Problem problem(workloads::parse_workload(name), items, workloads::Problem::Memory::pinned);
+    const Bound bound = workloads::absolute_bound(problem, o.device, repeats, nullptr).pinned;
+    Pipeline pipeline = workloads::make_pipeline(problem, {});
+    auto staircase3 = workloads::make_staircase(problem, 3);
+    auto staircase16 = workloads::make_staircase(problem, 16);
+    auto triple = workloads::make_triple_buffer(problem, default_chunking(items, sizeof(float)).chunk_items);
     struct Entry {
-      bench::BenchRow row;
+      workloads::MeasuredRow row;
       int streams;
     };
     std::vector<Entry> entries{
-        {bench::measure_row("staircase", problem, false, repeats, [&] { staircase3->run(problem); }), 3},
-        {bench::measure_row("staircase", problem, false, repeats, [&] { staircase16->run(problem); }), 16},
-        {bench::measure_row("triple buffer + events", problem, false, repeats, [&] { triple->run(problem); }), 3},
-        {bench::measure_row("sluice pipeline", problem, true, repeats, [&] { pipeline.run(); }), 3}};
+        {workloads::measure_row("staircase", problem, false, repeats, [&] { staircase3->run(problem); }), 3},
+        {workloads::measure_row("staircase", problem, false, repeats, [&] { staircase16->run(problem); }), 16},
+        {workloads::measure_row("triple buffer + events", problem, false, repeats, [&] { triple->run(problem); }), 3},
+        {workloads::measure_row("sluice pipeline", problem, true, repeats, [&] { pipeline.run(); }), 3}};
     for (const auto& e : entries) {
       r.rows.push_back({name, e.row.method, std::to_string(e.streams), fixed(e.row.ms.median, 2),
                         fixed(bound.ms / e.row.ms.median, 3), e.row.verified ? "yes" : "NO"});
@@ -39,10 +40,10 @@ DemoResult run_triple_buffer(const DemoOptions& o) {
     }
     r.rows.push_back({name, "bound (" + bound.limiter + ")", "", fixed(bound.ms, 2), "1.000", ""});
     if (std::string(name) == "copy") {
-      r.traces.push_back(bench::traced_run("copy: staircase, 3 streams", problem, bound.ms,
-                                           [&](TraceRecorder* rec) { staircase3->run(problem, rec); }));
-      r.traces.push_back(bench::traced_run("copy: triple buffer, 3 streams + events", problem, bound.ms,
-                                           [&](TraceRecorder* rec) { triple->run(problem, rec); }));
+      r.traces.push_back(workloads::traced_run("copy: staircase, 3 streams", problem, bound.ms,
+                                               [&](TraceRecorder* rec) { staircase3->run(problem, rec); }));
+      r.traces.push_back(workloads::traced_run("copy: triple buffer, 3 streams + events", problem, bound.ms,
+                                               [&](TraceRecorder* rec) { triple->run(problem, rec); }));
     }
     const double triple_eff = bound.ms / entries[2].row.ms.median;
     const double stair3_eff = bound.ms / entries[0].row.ms.median;

@@ -7,18 +7,21 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sluice/device.hpp"
 #include "sluice/device_buffer.hpp"
 #include "sluice/error.hpp"
+#include "sluice/fixed_costs.hpp"
+#include "sluice/host_rates.hpp"
 #include "sluice/event.hpp"
 #include "sluice/event_timer.hpp"
 #include "sluice/host_fn.hpp"
 #include "sluice/host_registration.hpp"
 #include "sluice/host_timer.hpp"
-#include "sluice/parallel_copy.hpp"
 #include "sluice/pinned_buffer.hpp"
+#include "sluice/staging_pool.hpp"
 #include "sluice/stream.hpp"
 
 namespace sluice {
@@ -124,9 +127,9 @@ void measure_host_copies(ProbeResult& r, const ProbeOptions& o) {
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
   const unsigned limit = o.max_host_threads > 0 ? o.max_host_threads : hardware;
   for (unsigned threads = 1;; threads = std::min(threads * 2, limit)) {
-    ParallelCopier copier(threads);
+    StagingPool pool(threads);
     Measurement m = measured("host memcpy", bytes, time_on_host(1, repeats_for(bytes, o.repeats), [&] {
-                               copier.copy(dst.data(), src.data(), bytes);
+                               pool.copy(dst.data(), src.data(), bytes);
                              }));
     m.threads = threads;
     r.host_copies.push_back(m);
@@ -146,6 +149,22 @@ Measurement per_operation(std::string name, int batch, int repeats, Submit submi
     if (i >= 0) samples.push_back(std::chrono::duration<double, std::milli>(end - begin).count() / batch);
   }
   return measured(std::move(name), 0, samples);
+}
+
+// What the staging threads move at their best (host_rates.hpp), as three
+// host-copy rows the model reads back: "stage in", "stage out", "stage both".
+void measure_staging(ProbeResult& r) {
+  StagingPool pool;
+  const HostCopyRates rates = measure_host_copy_rates(pool);
+  constexpr std::size_t bytes = 512 * MiB;
+  for (const auto& [name, gbps, moved] : {std::tuple{"stage in", rates.stage_in_gbps, bytes},
+                                           std::tuple{"stage out", rates.stage_out_gbps, bytes},
+                                           std::tuple{"stage both", rates.both_gbps, 2 * bytes}}) {
+    const double ms = static_cast<double>(moved) / (gbps * 1e6);
+    Measurement m = measured(name, bytes, {ms}, moved == bytes ? 0 : moved);
+    m.threads = rates.threads;
+    r.host_copies.push_back(m);
+  }
 }
 
 void measure_fixed_costs(ProbeResult& r, Stream& s1, Stream& s2) {
@@ -169,6 +188,12 @@ void measure_fixed_costs(ProbeResult& r, Stream& s1, Stream& s2) {
   Event event;
   r.fixed_costs.push_back(per_operation("event record", 256, repeats, [&] { event.record(s1); }, settle));
   r.fixed_costs.push_back(per_operation("cudaStreamWaitEvent", 256, repeats, [&] { s2.wait(event); }, settle));
+  // The fixed costs the model uses (model.hpp), by the names it reads back.
+  const FixedCosts model = sluice::measure_fixed_costs(r.device.ordinal);
+  r.fixed_costs.push_back(measured("model: copy latency", 0, {model.copy_ms}));
+  r.fixed_costs.push_back(measured("model: kernel start after its event", 0, {model.launch_ms}));
+  r.fixed_costs.push_back(measured("model: blocked thread wake-up", 0, {model.wake_ms}));
+  r.fixed_costs.push_back(measured("model: host work per chunk", 0, {model.chunk_ms}));
   r.fixed_costs.push_back(per_operation("host function round trip", 64, repeats, [&] {
     std::atomic<bool> done{false};
     enqueue_host(s1, [&done] { done.store(true, std::memory_order_release); });
@@ -187,7 +212,10 @@ ProbeResult run_probe(const ProbeOptions& o) {
   r.device = device.info();
   Stream s1, s2;
   if (o.bandwidth) measure_bandwidth(r, o, s1, s2);
-  if (o.host_copies) measure_host_copies(r, o);
+  if (o.host_copies) {
+    measure_host_copies(r, o);
+    measure_staging(r);
+  }
   if (o.fixed_costs) measure_fixed_costs(r, s1, s2);
   device.synchronize();
   return r;

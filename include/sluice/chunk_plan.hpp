@@ -1,8 +1,18 @@
 #pragma once
-// How a run of `item_count` items is cut into chunks of at most
-// `chunk_items`. The last chunk may be shorter. Host-only.
+// How a run of `item_count` items is cut into chunks. Host-only.
+//
+// A uniform plan cuts chunks of `chunk_items` (the last may be shorter). A
+// ramped plan starts and ends with small chunks that double up to
+// `chunk_items` and halve back down:
+//
+//     f, 2f, 4f, ..., c, c, ..., c, ..., 4f, 2f, f
+//
+// The pipeline cannot start a kernel before the first chunk's copy in, nor
+// finish before the last chunk's copy out: those two copies are its fill and
+// drain. Small chunks at both ends make them short, while the large chunks in
+// the middle keep the per-chunk fixed costs low.
 #include <cstddef>
-#include <stdexcept>
+#include <vector>
 
 namespace sluice {
 
@@ -13,43 +23,38 @@ struct ItemRange {
   friend constexpr bool operator==(const ItemRange&, const ItemRange&) = default;
 };
 
-// A chunk size for when the caller sets none: about 1/128 of the data, so that
-// filling and draining the pipeline (one chunk each) costs under 2%, kept
-// between 2 MiB (below that, per-copy fixed costs show) and 16 MiB (copies
-// reach full speed by 4 MiB on PCIe Gen4/5) of the widest span.
-constexpr std::size_t default_chunk_items(std::size_t item_count, std::size_t widest_item_bytes) {
-  constexpr std::size_t min_bytes = std::size_t{2} << 20, max_bytes = std::size_t{16} << 20;
-  if (item_count == 0 || widest_item_bytes == 0) return 1;
-  const std::size_t min_items = (min_bytes + widest_item_bytes - 1) / widest_item_bytes;
-  const std::size_t max_items = max_bytes / widest_item_bytes > 0 ? max_bytes / widest_item_bytes : 1;
-  std::size_t items = item_count / 128;
-  if (items < min_items) items = min_items;
-  if (items > max_items) items = max_items;
-  return items < item_count ? items : item_count;
-}
-
 class ChunkPlan {
  public:
-  // Throws std::invalid_argument when chunk_items is zero.
-  ChunkPlan(std::size_t item_count, std::size_t chunk_items)
-      : item_count_(item_count), chunk_items_(chunk_items) {
-    if (chunk_items == 0) throw std::invalid_argument("chunk size must be at least 1 item");
-  }
+  // A uniform plan: chunks of `chunk_items`, the last one shorter. Throws
+  // std::invalid_argument when chunk_items is zero.
+  ChunkPlan(std::size_t item_count, std::size_t chunk_items);
+
+  // A plan whose chunks grow from `first_items`, doubling, to `chunk_items`,
+  // and shrink back at the end. Falls back to fewer ramp steps, then to a
+  // uniform plan, when the items are too few for a full ramp at both ends.
+  // Throws std::invalid_argument when either size is zero.
+  static ChunkPlan ramped(std::size_t item_count, std::size_t chunk_items, std::size_t first_items);
 
   std::size_t item_count() const { return item_count_; }
+  // The largest chunk of this plan (never more than the items): what a device slot must hold.
   std::size_t chunk_items() const { return chunk_items_; }
-  std::size_t chunk_count() const { return (item_count_ + chunk_items_ - 1) / chunk_items_; }
+  std::size_t chunk_count() const { return ramp_up_.size() + middle_count_ + ramp_down_.size(); }
+  bool is_ramped() const { return !ramp_up_.empty(); }
 
-  ItemRange chunk(std::size_t index) const {
-    if (index >= chunk_count()) throw std::out_of_range("chunk index past the end of the plan");
-    const std::size_t begin = index * chunk_items_;
-    const std::size_t end = begin + chunk_items_ < item_count_ ? begin + chunk_items_ : item_count_;
-    return {begin, end};
-  }
+  // Throws std::out_of_range past the last chunk.
+  ItemRange chunk(std::size_t index) const;
 
  private:
-  std::size_t item_count_;
-  std::size_t chunk_items_;
+  ChunkPlan() = default;
+  std::size_t item_count_ = 0;
+  std::size_t chunk_items_ = 1;
+  // Ramped plans: explicit sizes at both ends, `middle_count_` balanced
+  // chunks between them (sizes differ by at most one item).
+  std::vector<std::size_t> ramp_up_, ramp_down_;
+  std::size_t middle_begin_ = 0;
+  std::size_t middle_items_ = 0;
+  std::size_t middle_count_ = 0;
+  bool uniform_ = true;
 };
 
 }  // namespace sluice

@@ -22,6 +22,10 @@ class CudaError : public std::runtime_error {
   cudaError_t code_;
 };
 
+// Errors that break the CUDA context for good (a faulting kernel): every
+// later call in the process fails with them.
+bool is_sticky_error(cudaError_t code) noexcept;
+
 namespace detail {
 inline void check_cuda(cudaError_t code, const char* call, const char* file, int line) {
   if (code == cudaSuccess) return;
@@ -36,7 +40,8 @@ inline void check_cuda(cudaError_t code, const char* call, const char* file, int
 
 #define SLUICE_CUDA_CHECK(call) ::sluice::detail::check_cuda((call), #call, __FILE__, __LINE__)
 
-// For destructors, which must not throw: report and carry on.
+// For destructors, which must not throw: report and carry on. A sticky error
+// is reported once per process, not once per resource released after it.
 #define SLUICE_CUDA_CHECK_NOTHROW(call) ::sluice::detail::report_cuda((call), #call, __FILE__, __LINE__)
 
 namespace sluice::detail {

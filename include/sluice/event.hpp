@@ -11,8 +11,12 @@ class Event {
  public:
   // Timing costs a little at every record; leave it off for pure dependencies.
   enum class Timing { disabled, enabled };
+  // How synchronize() waits: spinning wakes within microseconds but keeps a
+  // core busy; blocking sleeps in the driver and wakes ~50 us late (measured
+  // on the test host), leaving the core to other threads.
+  enum class Wait { spin, block };
 
-  explicit Event(Timing timing = Timing::disabled);
+  explicit Event(Timing timing = Timing::disabled, Wait wait = Wait::spin);
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;

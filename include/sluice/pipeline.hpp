@@ -1,153 +1,188 @@
 #pragma once
 // sluice::Pipeline streams host data of any size through a computation on the
-// GPU: copy in, compute, copy out, chunk by chunk, with the three engines
-// (H2D copy, SMs, D2H copy) busy at once.
+// GPU: copy in, compute, copy out, chunk by chunk, with the copy engines and
+// the SMs busy at once.
 //
 //   std::vector<float> a(n), b(n), c(n);
 //   sluice::Pipeline p;
-//   p.input(a).input(b).output(c).compute([](const sluice::Chunk& chunk) {
-//     add<<<blocks(chunk.size()), 256, 0, chunk.stream>>>(
-//         chunk.device<const float>(0), chunk.device<const float>(1), chunk.device<float>(2), chunk.size());
+//   auto x = p.input(a), y = p.input(b);
+//   auto z = p.output(c);
+//   p.compute([=](const sluice::Chunk& chunk) {
+//     add<<<blocks(chunk.size()), 256, 0, chunk.stream>>>(chunk[x].data(), chunk[y].data(), chunk[z].data(),
+//                                                         chunk.size());
 //   });
-//   p.run();
+//   sluice::RunReport report = p.run();
 //
 // Device memory is a ring of `depth` slots of one chunk per span, whatever the
 // input size. Dedicated streams serve H2D, compute and D2H; events carry each
 // chunk from stage to stage and free its slot when its D2H is done. Pageable
-// spans (std::vector, new[]) are staged through pinned buffers by worker
-// threads, overlapped with the copies; pinned and registered spans go straight
-// to the copy engines.
+// spans are staged through pinned slots by the staging threads, or
+// registered (PipelineOptions::host_memory); pinned spans go straight to the
+// copy engines; sources and sinks fill and drain the pinned slots themselves.
 #include <concepts>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ranges>
 #include <span>
 #include <type_traits>
-#include <vector>
 
-#include "sluice/chunk_plan.hpp"
+#include "sluice/chunk.hpp"
+#include "sluice/pipeline_options.hpp"
 #include "sluice/run_report.hpp"
+#include "sluice/source.hpp"
 #include "sluice/stream_view.hpp"
 
 namespace sluice {
 
-struct PipelineOptions {
-  std::size_t chunk_items = 0;   // items per chunk; 0 picks default_chunk_items()
-  // Device slots per span (>= 1): one chunk copying in, two computing, one copying out.
-  std::size_t depth = 4;
-  unsigned staging_threads = 0;  // host copy threads per direction; 0 picks a default
-  // Chunks take turns over this many compute streams, so one chunk's kernel
-  // can fill the SMs the tail of the previous one leaves idle.
-  unsigned compute_streams = 2;
-  int priority = 0;              // CUDA stream priority of all the pipeline's streams
-  bool record = false;           // keep per-chunk stage intervals in the report
-};
-
-// One chunk, as the compute callable sees it.
-struct Chunk {
-  std::size_t index = 0;
-  ItemRange items;        // which items of the whole input this chunk holds
-  StreamView stream;      // launch on this stream, and only this one
-  std::span<void* const> slots;  // device pointer per span, in the order spans were added
-
-  std::size_t size() const { return items.size(); }
-  template <typename T>
-  T* device(std::size_t span) const {
-    return static_cast<T*>(slots[span]);
-  }
-};
-
 using ComputeFn = std::function<void(const Chunk&)>;
-// Called once a chunk's outputs are in host memory, in chunk order, from a
-// sluice thread: a consumer can start on finished output early.
+// Called once a chunk's outputs are in host memory (or written by its sink),
+// in chunk order, from a sluice thread: a consumer can start on finished
+// output early.
 using ChunkDoneFn = std::function<void(std::size_t index, ItemRange items)>;
-
-class Pipeline;
 
 // Contiguous host memory the pipeline may refer to: a span, or a container
 // the caller keeps (a temporary std::vector would be gone before the run).
 template <typename R>
 concept HostRange =
-    std::ranges::contiguous_range<R> && (std::ranges::borrowed_range<R> || std::is_lvalue_reference_v<R>);
+    std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+    (std::ranges::borrowed_range<R> || std::is_lvalue_reference_v<R>) &&
+    std::is_trivially_copyable_v<std::ranges::range_value_t<R>>;
 template <typename R>
 concept WritableHostRange =
     HostRange<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
+template <HostRange R>
+using item_of = std::ranges::range_value_t<R>;
+
+enum class SpanRole { input, output, inout };
+
 // A run in flight. wait() returns its report or rethrows its failure.
-// Destroying an unwaited submission waits for it. The pipeline must outlive
-// its submissions.
+// Destroying an unwaited submission waits for it and reports a failure on
+// stderr. A submission keeps what it runs on alive: the pipeline may be
+// destroyed or assigned while its submission is live.
 class Submission {
  public:
   Submission(Submission&&) noexcept;
-  Submission& operator=(Submission&&) noexcept;
+  // Waits for the run this one held, takes over `other`'s, then rethrows the
+  // earlier run's failure if it failed (it is not lost).
+  Submission& operator=(Submission&& other);
   ~Submission();
   RunReport wait();
   bool valid() const { return state_ != nullptr; }
 
+  struct State;
+
  private:
   friend class Pipeline;
-  struct State;
   explicit Submission(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 
 class Pipeline {
  public:
-  // Streams are created on the current device at construction; the device
-  // must stay current for run() and submit() from other threads too.
   explicit Pipeline(PipelineOptions options = {});
   ~Pipeline();
   Pipeline(Pipeline&&) noexcept;
   Pipeline& operator=(Pipeline&&) noexcept;
 
-  // Spans refer to the caller's memory, which must outlive the run. Spans are
-  // numbered in the order added, inputs and outputs alike (Chunk::device).
+  // Spans refer to the caller's memory, which must outlive the run (and any
+  // registration: see HostMemoryPolicy). They are added before the first
+  // run; after it, rebind() a span to other memory or clear_spans() to start
+  // over. Throws std::logic_error otherwise, or while a run is in flight.
   template <HostRange R>
-  Pipeline& input(R&& range) {
-    return add_range(range, Role::input);
+  SpanHandle<const item_of<R>> input(R&& range) {
+    return {add_host(std::ranges::data(range), std::ranges::size(range), sizeof(item_of<R>), SpanRole::input),
+            generation()};
   }
   template <WritableHostRange R>
-  Pipeline& output(R&& range) {
-    return add_range(range, Role::output);
+  SpanHandle<item_of<R>> output(R&& range) {
+    return {add_host(std::ranges::data(range), std::ranges::size(range), sizeof(item_of<R>), SpanRole::output),
+            generation()};
   }
   // Copied in, transformed in place on the device, copied back to the same memory.
   template <WritableHostRange R>
-  Pipeline& inout(R&& range) {
-    return add_range(range, Role::inout);
+  SpanHandle<item_of<R>> inout(R&& range) {
+    return {add_host(std::ranges::data(range), std::ranges::size(range), sizeof(item_of<R>), SpanRole::inout),
+            generation()};
   }
+  template <typename T>
+  SpanHandle<const T> input(SourceOf<T> source) {
+    return {add_source(std::move(source.source), sizeof(T)), generation()};
+  }
+  template <typename T>
+  SpanHandle<T> output(SinkOf<T> sink) {
+    return {add_sink(std::move(sink.sink), sizeof(T)), generation()};
+  }
+
+  // Points a span at other host memory of the same item type, keeping the
+  // compute callable and its handles. Undoes the span's registration, if any.
+  template <typename T, HostRange R>
+    requires std::same_as<std::remove_cv_t<item_of<R>>, T>
+  void rebind(SpanHandle<const T> handle, R&& range) {
+    rebind_host(handle.index(), handle_generation(handle), std::ranges::data(range), std::ranges::size(range), false);
+  }
+  template <typename T, WritableHostRange R>
+    requires(!std::is_const_v<T> && std::same_as<item_of<R>, T>)
+  void rebind(SpanHandle<T> handle, R&& range) {
+    rebind_host(handle.index(), handle_generation(handle), std::ranges::data(range), std::ranges::size(range), true);
+  }
+
+  // For language bindings, whose item types are known only at run time:
+  // returns the span's position (Chunk::device, Chunk::slots).
+  std::size_t add_host(const void* data, std::size_t items, std::size_t item_bytes, SpanRole role);
+
   Pipeline& compute(ComputeFn fn);
   Pipeline& on_chunk_done(ChunkDoneFn fn);
-  // Forgets the spans (not the compute callable), keeping device and pinned
-  // memory for the next run of the same shape.
+  // Forgets the spans and the compute callable that used their handles, and
+  // undoes registrations; keeps device and pinned memory for the next run.
   Pipeline& clear_spans();
 
   // Runs to the end. Throws std::invalid_argument for a bad configuration
   // before any work starts; CudaError naming the chunk and stage for a CUDA
-  // failure; and whatever the compute or chunk-done callable threw.
+  // failure; IoError naming the file and offset for a file that failed; and
+  // whatever the compute or chunk-done callable threw.
   RunReport run();
+  // The same, ordered with the caller's work on `stream`: the first chunk
+  // waits for what is already on it, and its later work waits for the last
+  // chunk, with no device-wide synchronisation.
+  RunReport run(StreamView stream);
+  // Starts a run on sluice's threads and returns at once.
   Submission submit();
+  // Starts a run ordered with `stream` as run(stream) is. Returns once every
+  // chunk is on the GPU's queues, which is what lets the caller's later
+  // work on `stream` wait for the last one; host outputs (staged spans,
+  // sinks) are complete when wait() returns.
+  Submission submit(StreamView stream);
 
-  // Times each stage alone over the same chunks (pinned copies in, compute,
-  // copies out, and both copy directions at once), keeping the fastest of
-  // `repeats`, for compute_bound() (DESIGN.md). Runs the compute callable again
-  // over every chunk, on the slot contents of the last run.
-  StageCosts measure_stage_costs(int repeats = 3);
+  // Times each stage alone over the last run's chunks (copies from and to
+  // pinned scratch, compute, both copy directions at once), fastest of
+  // `repeats`. This RUNS THE COMPUTE CALLABLE AGAIN over every chunk, on
+  // what the slots hold: a callable with side effects (a reduction into the
+  // caller's memory) repeats them. Throws std::logic_error before a run has
+  // filled the slots.
+  StageCosts rerun_stages_alone(int repeats = 3);
 
   const PipelineOptions& options() const;
+  int device() const;
 
-  enum class Role { input, output, inout };
+  struct Engine;
 
  private:
-  friend class Submission;
-  Submission start(bool drive_on_caller);
-  template <typename R>
-  Pipeline& add_range(R& range, Role role) {
-    return add_span(std::ranges::data(range), std::ranges::size(range), sizeof(std::ranges::range_value_t<R>), role);
+  std::size_t add_source(std::shared_ptr<Source> source, std::size_t item_bytes);
+  std::size_t add_sink(std::shared_ptr<Sink> sink, std::size_t item_bytes);
+  void rebind_host(std::size_t index, std::uint64_t generation, const void* data, std::size_t items, bool writable);
+  std::uint64_t generation() const;
+  template <typename T>
+  static std::uint64_t handle_generation(const SpanHandle<T>& h) {
+    return h.generation_;
   }
-  Pipeline& add_span(const void* data, std::size_t items, std::size_t item_bytes, Role role);
-  struct Engine;
-  std::unique_ptr<Engine> engine_;
+  // worker: sluice's threads drive and drain; drive_on_caller: the caller's
+  // thread enqueues every chunk first; finish_on_caller: the caller waits at once.
+  enum class StartMode { worker, drive_on_caller, finish_on_caller };
+  Submission start(std::optional<StreamView> caller, StartMode mode);
+  std::shared_ptr<Engine> engine_;
 };
 
 }  // namespace sluice

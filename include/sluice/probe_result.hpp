@@ -1,6 +1,5 @@
 #pragma once
-// What `sluice probe` measured, as plain data, and how it is printed.
-// Host-only, so the report formats are tested without a GPU.
+// What `sluice probe` measured, as plain data. Host-only.
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -32,11 +31,5 @@ struct ProbeResult {
   std::vector<Measurement> fixed_costs;   // bytes == 0, per-operation time
   std::vector<std::string> notes;         // e.g. sizes skipped for lack of memory
 };
-
-// Tables for a terminal: capabilities, GB/s by size and source, registration
-// cost, host copy scaling, fixed costs in microseconds.
-std::string probe_text(const ProbeResult& result);
-// The same, every summary in full, as JSON.
-std::string probe_json(const ProbeResult& result, int indent = 2);
 
 }  // namespace sluice

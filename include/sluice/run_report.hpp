@@ -1,8 +1,10 @@
 #pragma once
 // What one pipeline run did, stage by stage: the raw intervals a timeline is
-// drawn from, and the totals the bound is compared with. Host-only.
+// drawn from, the bytes each engine moved, and the bound it is judged by.
+// Host-only.
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sluice/bound.hpp"
@@ -12,20 +14,36 @@ namespace sluice {
 
 struct RunReport {
   std::size_t item_count = 0;
-  std::size_t chunk_items = 0;
+  std::size_t chunk_items = 0;  // the largest chunk
   std::size_t chunk_count = 0;
   std::size_t depth = 0;
-  double h2d_bytes = 0;
-  double d2h_bytes = 0;
-  double wall_ms = 0;                  // first enqueue to last output in host memory
+  unsigned compute_streams = 1;
+  // Bytes through each engine. kernel_ms is the union of the run's compute
+  // intervals when they were timed (record or report_bound), else 0.
+  RunVolume volume;
+  double wall_ms = 0;                    // first enqueue to last output in host memory
   std::vector<StageInterval> intervals;  // empty unless recording was on
-  std::optional<StageCosts> costs;     // the stages measured alone, when asked for
-  std::optional<Bound> bound;
+  std::optional<Bound> bound;            // with PipelineOptions::report_bound
+  std::vector<std::string> notes;        // what the run decided on its own (e.g. a span left staged, and why)
+  // What this run had to allocate before its first chunk (0 when the slots
+  // kept from earlier runs were large enough): why a first run is slower.
+  std::size_t device_bytes_allocated = 0;
+  std::size_t pinned_bytes_allocated = 0;
 
   // Summed duration of one lane's intervals (0 without recording).
   double busy_ms(Lane lane) const;
   // bound / wall; 0 when no bound was measured.
   double efficiency() const { return bound ? sluice::efficiency(bound->ms, wall_ms) : 0.0; }
+};
+
+// Each stage timed alone over a run's chunks (Pipeline::rerun_stages_alone).
+struct StageCosts {
+  double h2d_ms = 0;     // all input bytes, copy alone, from pinned scratch
+  double kernel_ms = 0;  // every chunk's compute alone, back to back
+  double d2h_ms = 0;     // all output bytes, copy alone, to pinned scratch
+  double both_ms = 0;    // inputs and outputs copied at once; 0 without both
+  double h2d_bytes = 0;
+  double d2h_bytes = 0;
 };
 
 }  // namespace sluice

@@ -7,8 +7,9 @@
 
 namespace sluice {
 
-Event::Event(Timing timing) : timing_(timing) {
-  const unsigned flags = timing == Timing::enabled ? cudaEventDefault : cudaEventDisableTiming;
+Event::Event(Timing timing, Wait wait) : timing_(timing) {
+  unsigned flags = timing == Timing::enabled ? cudaEventDefault : cudaEventDisableTiming;
+  if (wait == Wait::block) flags |= cudaEventBlockingSync;
   SLUICE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, flags));
 }
 

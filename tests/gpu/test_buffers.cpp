@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -114,4 +115,52 @@ TEST_F(BufferTest, RegistrationRejectsBadArgumentsAndDoubleRegistration) {
   sluice::HostRegistration moved(std::move(first));
   EXPECT_EQ(moved.data(), data.data());
   EXPECT_EQ(first.data(), nullptr);  // NOLINT(bugprone-use-after-move)
+}
+
+TEST_F(BufferTest, APageableHoleBetweenRegisteredPartsMakesTheRangePageable) {
+  // A registered prefix and suffix around a pageable hole: both ends are
+  // page-locked, the range is not; checking the ends alone would say pinned.
+  constexpr std::size_t page = 4096;
+  void* raw = nullptr;
+  ASSERT_EQ(posix_memalign(&raw, page, 12 * page), 0);
+  auto* bytes = static_cast<char*>(raw);
+  {
+    sluice::HostRegistration head(bytes, 4 * page), tail(bytes + 8 * page, 4 * page);
+    EXPECT_EQ(sluice::memory_kind(bytes, 4 * page), MemoryKind::registered);
+    EXPECT_EQ(sluice::memory_kind(bytes + 11 * page), MemoryKind::registered);
+    EXPECT_EQ(sluice::memory_kind(bytes, 12 * page), MemoryKind::pageable);
+    const auto extents = sluice::memory_extents(bytes, 12 * page);
+    ASSERT_EQ(extents.size(), 2u);  // the walk stops at the hole
+    EXPECT_EQ(extents[0].bytes, 4 * page);
+    EXPECT_EQ(extents[1].kind, MemoryKind::pageable);
+    EXPECT_EQ(extents[1].offset, 4 * page);
+  }
+  free(raw);
+}
+
+TEST_F(BufferTest, ExtentsCutWhereRegistrationsMeet) {
+  // Two adjacent registrations: one copy may not cross them, so the walk cuts there.
+  constexpr std::size_t page = 4096;
+  void* raw = nullptr;
+  ASSERT_EQ(posix_memalign(&raw, page, 8 * page), 0);
+  auto* bytes = static_cast<char*>(raw);
+  {
+    sluice::HostRegistration a(bytes, 3 * page), b(bytes + 3 * page, 5 * page);
+    const auto extents = sluice::memory_extents(bytes + 100, 8 * page - 200);
+    ASSERT_EQ(extents.size(), 2u);
+    EXPECT_EQ(extents[0].offset, 0u);
+    EXPECT_EQ(extents[0].bytes, 3 * page - 100);
+    EXPECT_EQ(extents[1].offset, 3 * page - 100);
+    EXPECT_EQ(extents[1].bytes, 5 * page - 100);
+    EXPECT_EQ(sluice::memory_kind(bytes, 8 * page), MemoryKind::registered);
+  }
+  free(raw);
+}
+
+TEST_F(BufferTest, OneAllocationIsOneExtent) {
+  sluice::PinnedBuffer<int> pinned(1 << 20);
+  const auto extents = sluice::memory_extents(pinned.data() + 7, pinned.bytes() - 64);
+  ASSERT_EQ(extents.size(), 1u);
+  EXPECT_EQ(extents[0].kind, MemoryKind::pinned);
+  EXPECT_EQ(extents[0].bytes, pinned.bytes() - 64);
 }

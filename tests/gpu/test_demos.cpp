@@ -1,9 +1,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "demo.hpp"
 #include "gpu_test.hpp"
+
+namespace {
+std::vector<std::string> tested_demos() {
+  return {"pinned-vs-pageable", "sync-vs-streams", "triple-buffer", "events", "concurrent-kernels",
+          "priorities",         "callbacks",       "default-stream", "unified-memory", "copy-engines"};
+}
+}  // namespace
 
 class DemoTest : public sluice::test::GpuTest, public ::testing::WithParamInterface<std::string> {};
 
@@ -33,19 +42,16 @@ TEST_P(DemoTest, VerifiesItsResultAtASmallSize) {
   FAIL() << "no demo named " << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDemos, DemoTest,
-                         ::testing::Values("pinned-vs-pageable", "sync-vs-streams", "triple-buffer", "events",
-                                           "concurrent-kernels", "priorities", "callbacks", "default-stream",
-                                           "unified-memory", "copy-engines"),
+INSTANTIATE_TEST_SUITE_P(AllDemos, DemoTest, ::testing::ValuesIn(tested_demos()),
                          [](const auto& param_info) {
                            std::string name = param_info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
 
-TEST(DemoRegistry, NamesAreUniqueAndEveryDemoIsTested) {
-  const auto& demos = sluice::demo::all_demos();
-  EXPECT_EQ(demos.size(), 10u);
-  for (std::size_t i = 0; i < demos.size(); ++i)
-    for (std::size_t j = i + 1; j < demos.size(); ++j) EXPECT_NE(demos[i].name, demos[j].name);
+TEST(DemoRegistry, EveryDemoIsTestedUnderItsName) {
+  // The list the tests above are instantiated with, in the order `sluice demo` runs them.
+  std::vector<std::string> names;
+  for (const auto& d : sluice::demo::all_demos()) names.push_back(d.name);
+  EXPECT_EQ(names, tested_demos());
 }

@@ -1,5 +1,8 @@
 #include "sluice/probe.hpp"
 
+#include <string>
+#include <vector>
+
 #include "gpu_test.hpp"
 
 class ProbeTest : public sluice::test::GpuTest {};
@@ -13,8 +16,23 @@ TEST_F(ProbeTest, SmallProbeMeasuresEveryRow) {
   auto r = sluice::run_probe(o);
   EXPECT_EQ(r.transfers.size(), 3u * 8u);  // 64 KiB, 256 KiB, 1 MiB x 8 kinds of copy
   EXPECT_EQ(r.registration.size(), 3u * 2u);
-  EXPECT_EQ(r.host_copies.size(), 2u);
-  EXPECT_EQ(r.fixed_costs.size(), 6u);
+  // Host copies with 1 and 2 threads, then the staging rates the model reads back.
+  std::vector<std::string> host;
+  for (const auto& m : r.host_copies) host.push_back(m.name + "/" + std::to_string(m.threads));
+  ASSERT_EQ(host.size(), 5u);
+  EXPECT_EQ(host[0], "host memcpy/1");
+  EXPECT_EQ(host[1], "host memcpy/2");
+  EXPECT_EQ(r.host_copies[2].name, "stage in");
+  EXPECT_EQ(r.host_copies[3].name, "stage out");
+  EXPECT_EQ(r.host_copies[4].name, "stage both");
+  for (const auto& m : r.host_copies) EXPECT_GT(m.median_gbps(), 0.0) << m.name;
+  std::vector<std::string> fixed;
+  for (const auto& m : r.fixed_costs) fixed.push_back(m.name);
+  EXPECT_EQ(fixed, (std::vector<std::string>{"kernel launch (submit)", "kernel launch to completion",
+                                             "cudaMemcpyAsync submit (4 B pinned)", "event record", "cudaStreamWaitEvent",
+                                             "model: copy latency", "model: kernel start after its event",
+                                             "model: blocked thread wake-up", "model: host work per chunk",
+                                             "host function round trip"}));
   for (const auto& m : r.transfers) {
     EXPECT_GT(m.ms.median, 0.0) << m.name;
     EXPECT_GT(m.median_gbps(), 0.0) << m.name;

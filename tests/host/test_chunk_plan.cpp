@@ -2,63 +2,159 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "sluice/chunking.hpp"
+
 using sluice::ChunkPlan;
 using sluice::ItemRange;
+
+namespace {
+// Every item exactly once, in order, no empty chunk, none above the largest.
+void expect_tiling(const ChunkPlan& plan, std::size_t items, const std::string& what) {
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < plan.chunk_count(); ++i) {
+    const auto r = plan.chunk(i);
+    ASSERT_EQ(r.begin, next) << what << ", chunk " << i;
+    ASSERT_GT(r.size(), 0u) << what << ", chunk " << i;
+    ASSERT_LE(r.size(), plan.chunk_items()) << what << ", chunk " << i;
+    next = r.end;
+  }
+  EXPECT_EQ(next, items) << what;
+}
+}  // namespace
 
 TEST(ChunkPlan, EvenSplit) {
   ChunkPlan plan(100, 25);
   ASSERT_EQ(plan.chunk_count(), 4u);
   EXPECT_EQ(plan.chunk(3), (ItemRange{75, 100}));
+  EXPECT_FALSE(plan.is_ramped());
 }
 
 TEST(ChunkPlan, LastChunkTakesTheRemainder) {
   ChunkPlan plan(101, 25);
   ASSERT_EQ(plan.chunk_count(), 5u);
   EXPECT_EQ(plan.chunk(4), (ItemRange{100, 101}));
-  EXPECT_EQ(plan.chunk(4).size(), 1u);
 }
 
-TEST(ChunkPlan, ChunksCoverEveryItemExactlyOnce) {
-  for (std::size_t items : {1u, 2u, 7u, 63u, 64u, 65u, 997u}) {
-    for (std::size_t chunk : {1u, 3u, 64u, 1000u}) {
-      ChunkPlan plan(items, chunk);
-      std::size_t next = 0;
-      for (std::size_t i = 0; i < plan.chunk_count(); ++i) {
-        auto r = plan.chunk(i);
-        EXPECT_EQ(r.begin, next);
-        EXPECT_GT(r.size(), 0u);
-        EXPECT_LE(r.size(), chunk);
-        next = r.end;
-      }
-      EXPECT_EQ(next, items) << items << " items in chunks of " << chunk;
-    }
-  }
+TEST(ChunkPlan, UniformChunksCoverEveryItemExactlyOnce) {
+  for (std::size_t items : {1u, 2u, 7u, 63u, 64u, 65u, 997u})
+    for (std::size_t chunk : {1u, 3u, 64u, 1000u})
+      expect_tiling(ChunkPlan(items, chunk), items, std::to_string(items) + " in " + std::to_string(chunk));
 }
 
-TEST(ChunkPlan, ChunkLargerThanInputIsOneChunk) {
-  ChunkPlan plan(10, 1000);
-  ASSERT_EQ(plan.chunk_count(), 1u);
-  EXPECT_EQ(plan.chunk(0), (ItemRange{0, 10}));
+TEST(ChunkPlan, EmptyInputHasNoChunks) {
+  EXPECT_EQ(ChunkPlan(0, 8).chunk_count(), 0u);
+  EXPECT_EQ(ChunkPlan::ramped(0, 8, 2).chunk_count(), 0u);
 }
-
-TEST(ChunkPlan, EmptyInputHasNoChunks) { EXPECT_EQ(ChunkPlan(0, 8).chunk_count(), 0u); }
 
 TEST(ChunkPlan, RejectsZeroChunkAndOutOfRangeIndex) {
   EXPECT_THROW(ChunkPlan(10, 0), std::invalid_argument);
+  EXPECT_THROW(ChunkPlan::ramped(10, 0, 1), std::invalid_argument);
+  EXPECT_THROW(ChunkPlan::ramped(10, 4, 0), std::invalid_argument);
   EXPECT_THROW(ChunkPlan(10, 5).chunk(2), std::out_of_range);
+  EXPECT_THROW(ChunkPlan::ramped(100000, 1000, 100).chunk(1000), std::out_of_range);
 }
 
-TEST(DefaultChunkItems, AboutAHundredTwentyEighthWithinLimits) {
+TEST(ChunkPlan, ChunkItemsIsTheLargestChunkOfThePlan) {
+  const ChunkPlan ramped = ChunkPlan::ramped(1'000'003, 100'000, 5000);
+  std::size_t largest = 0;
+  for (std::size_t i = 0; i < ramped.chunk_count(); ++i) largest = std::max(largest, ramped.chunk(i).size());
+  EXPECT_EQ(ramped.chunk_items(), largest);
+  EXPECT_LE(largest, 100'000u);
+  EXPECT_EQ(ChunkPlan(10, 1000).chunk_items(), 10u);
+}
+
+TEST(ChunkPlan, RampDoublesUpAndHalvesDown) {
+  const ChunkPlan plan = ChunkPlan::ramped(100'000, 8000, 1000);
+  ASSERT_TRUE(plan.is_ramped());
+  const std::size_t n = plan.chunk_count();
+  EXPECT_EQ(plan.chunk(0).size(), 1000u);
+  EXPECT_EQ(plan.chunk(1).size(), 2000u);
+  EXPECT_EQ(plan.chunk(2).size(), 4000u);
+  EXPECT_EQ(plan.chunk(n - 1).size(), 1000u);
+  EXPECT_EQ(plan.chunk(n - 2).size(), 2000u);
+  EXPECT_EQ(plan.chunk(n - 3).size(), 4000u);
+  expect_tiling(plan, 100'000, "ramped");
+}
+
+TEST(ChunkPlan, RampIsMonotoneForManyShapes) {
+  for (std::size_t items : {1u, 5u, 100u, 4095u, 65536u, 1'000'003u})
+    for (std::size_t chunk : {1u, 7u, 512u, 4096u, 100'000u})
+      for (std::size_t first : {1u, 3u, 64u, 1000u}) {
+        const ChunkPlan plan = ChunkPlan::ramped(items, chunk, first);
+        const std::string what = std::to_string(items) + "/" + std::to_string(chunk) + "/" + std::to_string(first);
+        expect_tiling(plan, items, what);
+        // Never shrinking on the way to the largest chunk, never growing after it.
+        std::size_t peak = 0;
+        for (std::size_t i = 1; i < plan.chunk_count(); ++i)
+          if (plan.chunk(i).size() > plan.chunk(peak).size()) peak = i;
+        for (std::size_t i = 1; i <= peak; ++i) {
+          ASSERT_GE(plan.chunk(i).size(), plan.chunk(i - 1).size()) << what;
+        }
+        if (plan.is_ramped()) {
+          for (std::size_t i = peak + 1; i < plan.chunk_count(); ++i) {
+            ASSERT_LE(plan.chunk(i).size(), plan.chunk(i - 1).size()) << what;
+          }
+        }
+      }
+}
+
+TEST(ChunkPlan, TooFewItemsForAFullRampUseAShorterOne) {
+  // A ramp 1, 2, 4 at both ends needs 14 items besides one chunk of 8; 10 items keep only the 1.
+  const ChunkPlan plan = ChunkPlan::ramped(10, 8, 1);
+  ASSERT_EQ(plan.chunk_count(), 3u);
+  EXPECT_EQ(plan.chunk(0).size(), 1u);
+  EXPECT_EQ(plan.chunk(1).size(), 8u);
+  EXPECT_EQ(plan.chunk(2).size(), 1u);
+  // Fewer still: no ramp at all.
+  const ChunkPlan flat = ChunkPlan::ramped(5, 8, 1);
+  EXPECT_FALSE(flat.is_ramped());
+  expect_tiling(flat, 5, "flat");
+}
+
+TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsAndARamp) {
   constexpr std::size_t MiB = 1 << 20;
-  // 1 GiB of floats: 1/128 is 8 MiB.
-  EXPECT_EQ(sluice::default_chunk_items(256 * MiB, 4), 2 * MiB);
-  // 4 GiB of floats: 1/128 is 32 MiB, capped at 16 MiB.
-  EXPECT_EQ(sluice::default_chunk_items(1024 * MiB, 4), 4 * MiB);
-  // 128 MiB of floats: 1/128 is 1 MiB, raised to the 2 MiB minimum.
-  EXPECT_EQ(sluice::default_chunk_items(32 * MiB, 4), MiB / 2);
-  // Tiny inputs: one chunk of everything.
-  EXPECT_EQ(sluice::default_chunk_items(10, 4), 10u);
-  EXPECT_EQ(sluice::default_chunk_items(0, 4), 1u);
+  // 1 GiB of floats: sqrt(1 GiB x 0.5 MiB) is 22.6 MiB, capped at 16 MiB; ramp from 2 MiB.
+  auto c = sluice::default_chunking(256 * MiB, 4);
+  EXPECT_EQ(c.chunk_items, 4 * MiB);
+  EXPECT_EQ(c.first_items, MiB / 2);
+  // 32 MiB of floats: sqrt(32 MiB x 0.5 MiB) is 4 MiB; ramp from 512 KiB.
+  c = sluice::default_chunking(8 * MiB, 4);
+  EXPECT_EQ(c.chunk_items, MiB);
+  EXPECT_EQ(c.first_items, MiB / 8);
+  // 8 MiB: 2 MiB chunks, ramp from the 256 KiB.
+  c = sluice::default_chunking(2 * MiB, 4);
+  EXPECT_EQ(c.chunk_items, MiB / 2);
+  EXPECT_EQ(c.first_items, MiB / 16);
+  // 3 MiB: sqrt(3 MiB x 0.5 MiB) is 1.22 MiB; the ramp starts at an eighth of it.
+  c = sluice::default_chunking(3 * MiB / 4, 4);
+  EXPECT_NEAR(static_cast<double>(c.chunk_items) * 4, 1.2247 * MiB, 0.001 * MiB);
+  EXPECT_NEAR(static_cast<double>(c.first_items), static_cast<double>(c.chunk_items) / 8, 1.0);
+  // 2 MiB and below: one chunk.
+  c = sluice::default_chunking(MiB / 2, 4);
+  EXPECT_EQ(c.chunk_items, MiB / 2);
+  EXPECT_EQ(c.first_items, MiB / 2);
+  EXPECT_EQ(sluice::default_chunking(0, 4).chunk_items, 1u);
   // Huge items: never below one item.
-  EXPECT_EQ(sluice::default_chunk_items(100, 64 * MiB), 1u);
+  EXPECT_EQ(sluice::default_chunking(100, 64 * MiB).chunk_items, 1u);
+}
+
+TEST(PlanChunks, OptionsDecideTheShape) {
+  sluice::PipelineOptions o;
+  constexpr std::size_t items = 64 << 20;
+  EXPECT_TRUE(sluice::plan_chunks(o, items, 4).is_ramped());
+  o.ramp = false;
+  EXPECT_FALSE(sluice::plan_chunks(o, items, 4).is_ramped());
+  o = {};
+  o.chunk_items = 1000;  // a size set alone: uniform chunks of it
+  auto plan = sluice::plan_chunks(o, 10'000, 4);
+  EXPECT_FALSE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk_count(), 10u);
+  o.first_chunk_items = 100;  // and a ramp when asked for
+  plan = sluice::plan_chunks(o, 10'000, 4);
+  EXPECT_TRUE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk(0).size(), 100u);
+  o.chunk_items = 1'000'000;  // never larger than the data
+  EXPECT_EQ(sluice::plan_chunks(o, 10'000, 4).chunk_items(), 10'000u);
 }

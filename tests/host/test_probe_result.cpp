@@ -1,4 +1,4 @@
-#include "sluice/probe_result.hpp"
+#include "probe_report.hpp"
 
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ TEST(ProbeResult, BothWaysCountsBothDirections) {
 }
 
 TEST(ProbeResult, TextPivotsSizesIntoRowsSmallestFirst) {
-  const std::string text = sluice::probe_text(sample());
+  const std::string text = sluice::tools::probe_text(sample());
   EXPECT_NE(text.find("Test GPU"), std::string::npos);
   const auto small = text.find("64 KiB");
   const auto large = text.find("1 GiB");
@@ -52,7 +52,7 @@ TEST(ProbeResult, TextPivotsSizesIntoRowsSmallestFirst) {
 }
 
 TEST(ProbeResult, JsonIsValidAndComplete) {
-  auto j = nlohmann::json::parse(sluice::probe_json(sample()));
+  auto j = nlohmann::json::parse(sluice::tools::probe_json(sample()));
   EXPECT_EQ(j["device"]["name"], "Test GPU");
   EXPECT_TRUE(j["device"]["pcie_link"].is_null());
   ASSERT_EQ(j["transfers"].size(), 3u);
@@ -60,4 +60,30 @@ TEST(ProbeResult, JsonIsValidAndComplete) {
   EXPECT_EQ(j["transfers"][1]["moved_bytes"].get<std::size_t>(), std::size_t{2} << 30);
   EXPECT_FALSE(j["fixed_costs"][0].contains("median_gbps"));
   EXPECT_EQ(j["notes"][0], "a note");
+}
+
+TEST(ProbeResult, JsonReadsBackForTheModel) {
+  const auto original = sample();
+  const auto back = sluice::tools::probe_from_json(sluice::tools::probe_json(original));
+  EXPECT_EQ(back.device.name, "Test GPU");
+  ASSERT_EQ(back.transfers.size(), original.transfers.size());
+  for (std::size_t i = 0; i < back.transfers.size(); ++i) {
+    EXPECT_EQ(back.transfers[i].name, original.transfers[i].name);
+    EXPECT_EQ(back.transfers[i].bytes, original.transfers[i].bytes);
+    EXPECT_NEAR(back.transfers[i].median_gbps(), original.transfers[i].median_gbps(), 1e-9);
+  }
+  const auto link = sluice::tools::link_rates_of(back);
+  EXPECT_NEAR(link.h2d_gbps, 55.0, 1e-9);  // the faster of the two sizes
+  EXPECT_NEAR(link.both_gbps, 96.0, 1e-9);
+  EXPECT_EQ(link.d2h_gbps, 0.0);  // not measured in the sample
+}
+
+TEST(ProbeResult, BadJsonSaysWhatIsWrong) {
+  EXPECT_THROW(sluice::tools::probe_from_json("{not json"), std::invalid_argument);
+  try {
+    sluice::tools::probe_from_json(R"({"device": {"name": "x"}})");
+    FAIL() << "a probe without transfers was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("transfers"), std::string::npos) << e.what();
+  }
 }

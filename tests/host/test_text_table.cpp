@@ -1,8 +1,8 @@
-#include "sluice/text_table.hpp"
+#include "text_table.hpp"
 
 #include <gtest/gtest.h>
 
-using sluice::TextTable;
+using sluice::tools::TextTable;
 
 TEST(TextTable, AlignsNumbersRightAndTextLeft) {
   TextTable t({"name", "GB/s"});

@@ -67,7 +67,7 @@ TEST(Trace, FromRunReport) {
   sluice::RunReport r;
   r.wall_ms = 12;
   r.intervals = {at(Lane::h2d, 0, 0, 3)};
-  r.bound = sluice::Bound{10, "h2d"};
+  r.bound = sluice::Bound{10, "h2d", {{"h2d", 10}}};
   auto t = sluice::make_trace("run", r);
   EXPECT_EQ(t.title, "run");
   EXPECT_DOUBLE_EQ(*t.bound_ms, 10);

@@ -1,5 +1,6 @@
-// sluice bench: the pipeline beside synchronous, staircase and triple-buffer
-// code on the same data, each verified, with the bound and efficiency.
+// sluice bench: the pipeline beside synchronous, staircase, triple-buffer
+// and PyTorch code on the same data, each verified, with the absolute bound,
+// the efficiency and the model's prediction.
 #include <cstdio>
 #include <sstream>
 
@@ -27,20 +28,28 @@ Action add_bench_command(CLI::App& app) {
     bench::BenchOptions options;
     std::string workloads = "sincos20,sincos100,sincos200,vadd,copy";
     std::string sizes = "256MiB,1GiB";
+    std::string file_size;
+    bool no_host_rows = false;
     bool json = false;
     TraceOutput traces;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--device", args->options.device, "GPU ordinal")->capture_default_str();
-  cmd->add_option("--workloads", args->workloads, "comma-separated: sincosN, vadd, copy")->capture_default_str();
+  cmd->add_option("--workloads", args->workloads, "comma-separated: sincosN, vadd, copy; empty for none")
+      ->capture_default_str();
   cmd->add_option("--sizes", args->sizes, "comma-separated bytes per array, e.g. 64MiB,4GiB")->capture_default_str();
   cmd->add_option("--repeat", args->options.repeats, "timed runs per row (median reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chunk", args->options.pipeline.chunk_items, "items per chunk for the pipeline (0: default)");
   cmd->add_option("--depth", args->options.pipeline.depth, "device slots per span")->capture_default_str();
-  cmd->add_option("--staging-threads", args->options.pipeline.staging_threads,
-                  "host copy threads per direction (0: default)");
+  cmd->add_option("--staging-threads", args->options.pipeline.staging_threads, "host staging threads (0: one per core)");
+  cmd->add_flag("--no-host-rows", args->no_host_rows, "leave out the pageable, registered and automatic rows");
+  cmd->add_option("--torch-peer", args->options.torch_peer, "bench/torch_peer.py: add PyTorch's rows (needs torch)");
+  cmd->add_option("--python", args->options.python, "the Python that runs --torch-peer")->capture_default_str();
+  cmd->add_option("--files", args->file_size, "also stream a file of this size (e.g. 8GiB) through a reduction and a transform");
+  cmd->add_option("--file-dir", args->options.file_dir, "where the file is made")->capture_default_str();
+  cmd->add_flag("--keep-file", args->options.keep_file, "keep the file afterwards");
   cmd->add_flag("--json", args->json, "print JSON instead of a table");
   args->traces.add_options(*cmd);
   return [args] {
@@ -52,8 +61,10 @@ Action add_bench_command(CLI::App& app) {
     bench::BenchOptions o = args->options;
     o.workloads.clear();
     o.sizes.clear();
-    for (const auto& name : split(args->workloads)) o.workloads.push_back(bench::parse_workload(name));
+    for (const auto& name : split(args->workloads)) o.workloads.push_back(workloads::parse_workload(name));
     for (const auto& size : split(args->sizes)) o.sizes.push_back(parse_bytes(size));
+    o.host_rows = !args->no_host_rows;
+    if (!args->file_size.empty()) o.file_bytes = parse_bytes(args->file_size);
     const auto result = bench::run_bench(o, [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); });
     std::fputs((args->json ? bench::bench_json(result) + "\n" : bench::bench_text(result)).c_str(), stdout);
     args->traces.write(result.traces);

@@ -12,6 +12,8 @@ using Action = std::function<int()>;
 Action add_probe_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
+Action add_tune_command(CLI::App& app);
+Action add_model_command(CLI::App& app);
 
 
 }  // namespace sluice::cli

@@ -1,5 +1,5 @@
 // sluice: stream host data through a GPU at the speed of its slowest engine,
-// and show what overlapped. Subcommands: probe, bench, demo.
+// and show what overlapped. Subcommands: probe, bench, demo, tune, model.
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   actions["probe"] = sluice::cli::add_probe_command(app);
   actions["bench"] = sluice::cli::add_bench_command(app);
   actions["demo"] = sluice::cli::add_demo_command(app);
+  actions["tune"] = sluice::cli::add_tune_command(app);
+  actions["model"] = sluice::cli::add_model_command(app);
   CLI11_PARSE(app, argc, argv);
   try {
     for (auto* sub : app.get_subcommands()) return actions.at(sub->get_name())();

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device.hpp"
+#include "probe_report.hpp"
 #include "sluice/probe.hpp"
 
 namespace sluice::cli {
@@ -30,7 +31,7 @@ Action add_probe_command(CLI::App& app) {
     o.min_bytes = parse_bytes(*min_size);
     o.max_bytes = parse_bytes(*max_size);
     const ProbeResult result = run_probe(o);
-    std::fputs((*json ? probe_json(result) + "\n" : probe_text(result)).c_str(), stdout);
+    std::fputs((*json ? tools::probe_json(result) + "\n" : tools::probe_text(result)).c_str(), stdout);
     return 0;
   };
 }

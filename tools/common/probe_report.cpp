@@ -1,13 +1,13 @@
-#include "sluice/probe_result.hpp"
+#include "probe_report.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "sluice/text_table.hpp"
+#include "text_table.hpp"
 
-namespace sluice {
+namespace sluice::tools {
 
 namespace {
 
@@ -140,4 +140,97 @@ std::string probe_json(const ProbeResult& r, int indent) {
   return j.dump(indent);
 }
 
-}  // namespace sluice
+namespace {
+
+const nlohmann::json& field(const nlohmann::json& j, const char* key, const char* where) {
+  if (!j.is_object() || !j.contains(key))
+    throw std::invalid_argument(std::string("probe JSON: ") + where + " has no '" + key + "'");
+  return j.at(key);
+}
+
+Summary summary_from(const nlohmann::json& j) {
+  Summary s;
+  s.count = field(j, "count", "a summary").get<std::size_t>();
+  s.median = field(j, "median", "a summary").get<double>();
+  s.min = field(j, "min", "a summary").get<double>();
+  s.max = field(j, "max", "a summary").get<double>();
+  s.p10 = j.value("p10", s.min);
+  s.p90 = j.value("p90", s.max);
+  s.p99 = j.value("p99", s.max);
+  return s;
+}
+
+std::vector<Measurement> measurements_from(const nlohmann::json& j, const char* list) {
+  std::vector<Measurement> out;
+  for (const auto& item : field(j, list, "the probe")) {
+    Measurement m;
+    m.name = field(item, "name", list).get<std::string>();
+    m.bytes = field(item, "bytes", list).get<std::size_t>();
+    m.ms = summary_from(field(item, "ms", list));
+    m.threads = item.value("threads", 1u);
+    const std::size_t moved = item.value("moved_bytes", m.bytes);
+    m.moved = moved == m.bytes ? 0 : moved;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+ProbeResult probe_from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("probe JSON does not parse: ") + e.what());
+  }
+  try {
+    ProbeResult r;
+    const auto& d = field(j, "device", "the probe");
+    r.device.ordinal = d.value("ordinal", 0);
+    r.device.name = field(d, "name", "device").get<std::string>();
+    r.device.async_engine_count = d.value("async_engine_count", 0);
+    r.device.sm_count = d.value("sm_count", 0);
+    r.transfers = measurements_from(j, "transfers");
+    r.registration = measurements_from(j, "registration");
+    r.host_copies = measurements_from(j, "host_copies");
+    r.fixed_costs = measurements_from(j, "fixed_costs");
+    for (const auto& note : j.value("notes", nlohmann::json::array())) r.notes.push_back(note.get<std::string>());
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("probe JSON has a field of the wrong type: ") + e.what());
+  }
+}
+
+LinkRates link_rates_of(const ProbeResult& r) {
+  LinkRates rates;
+  for (const auto& m : r.transfers) {
+    if (m.name == "h2d pinned") rates.h2d_gbps = std::max(rates.h2d_gbps, m.median_gbps());
+    if (m.name == "d2h pinned") rates.d2h_gbps = std::max(rates.d2h_gbps, m.median_gbps());
+    if (m.name == "both ways pinned") rates.both_gbps = std::max(rates.both_gbps, m.median_gbps());
+  }
+  return rates;
+}
+
+EngineRates engine_rates_of(const ProbeResult& r) {
+  EngineRates rates = with_link({}, link_rates_of(r));
+  for (const auto& m : r.host_copies) {
+    if (m.name == "stage in") rates.stage_in_gbps = m.median_gbps();
+    if (m.name == "stage out") rates.stage_out_gbps = m.median_gbps();
+    if (m.name == "stage both") rates.stage_both_gbps = m.median_gbps();
+  }
+  return rates;
+}
+
+FixedCosts fixed_costs_of(const ProbeResult& r) {
+  FixedCosts costs;
+  for (const auto& m : r.fixed_costs) {
+    if (m.name == "model: copy latency") costs.copy_ms = m.ms.median;
+    if (m.name == "model: kernel start after its event") costs.launch_ms = m.ms.median;
+    if (m.name == "model: blocked thread wake-up") costs.wake_ms = m.ms.median;
+    if (m.name == "model: host work per chunk") costs.chunk_ms = m.ms.median;
+  }
+  return costs;
+}
+
+}  // namespace sluice::tools

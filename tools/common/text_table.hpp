@@ -1,10 +1,10 @@
 #pragma once
 // A plain aligned text table for terminals: a header row, a rule, rows.
-// Numbers are formatted by the caller; this only lines columns up. Host-only.
+// Numbers are formatted by the caller; this only lines columns up. Tool code.
 #include <string>
 #include <vector>
 
-namespace sluice {
+namespace sluice::tools {
 
 class TextTable {
  public:
@@ -20,4 +20,4 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-}  // namespace sluice
+}  // namespace sluice::tools

@@ -1,10 +1,10 @@
-#include "sluice/text_table.hpp"
+#include "text_table.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
 
-namespace sluice {
+namespace sluice::tools {
 
 namespace {
 bool looks_numeric(const std::string& cell) {
@@ -52,4 +52,4 @@ std::string TextTable::render() const {
   return out;
 }
 
-}  // namespace sluice
+}  // namespace sluice::tools

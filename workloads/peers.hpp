@@ -13,7 +13,7 @@
 #include "sluice/trace_recorder.hpp"
 #include "workload.hpp"
 
-namespace sluice::bench {
+namespace sluice::workloads {
 
 class Peer {
  public:
@@ -33,4 +33,4 @@ std::unique_ptr<Peer> make_staircase(const Problem& problem, unsigned streams);
 // joined by cudaEventRecord / cudaStreamWaitEvent.
 std::unique_ptr<Peer> make_triple_buffer(const Problem& problem, std::size_t chunk_items);
 
-}  // namespace sluice::bench
+}  // namespace sluice::workloads

@@ -8,7 +8,7 @@
 
 #include "sluice/error.hpp"
 
-namespace sluice::bench {
+namespace sluice::workloads {
 
 namespace {
 
@@ -151,4 +151,4 @@ Verification Problem::verify() const {
   return v;
 }
 
-}  // namespace sluice::bench
+}  // namespace sluice::workloads

@@ -5,7 +5,7 @@
 #include "sluice/chunk_plan.hpp"
 #include "sluice/error.hpp"
 
-namespace sluice::bench {
+namespace sluice::workloads {
 
 namespace {
 
@@ -132,4 +132,4 @@ std::unique_ptr<Peer> make_triple_buffer(const Problem& p, std::size_t chunk_ite
   return std::make_unique<TripleBuffer>(p, chunk_items);
 }
 
-}  // namespace sluice::bench
+}  // namespace sluice::workloads

@@ -12,7 +12,7 @@
 #include "sluice/pinned_buffer.hpp"
 #include "sluice/stream_view.hpp"
 
-namespace sluice::bench {
+namespace sluice::workloads {
 
 struct Workload {
   enum class Kind { sincos, vector_add, copy };
@@ -63,4 +63,4 @@ class Problem {
   std::vector<std::vector<float>> pageable_;
 };
 
-}  // namespace sluice::bench
+}  // namespace sluice::workloads

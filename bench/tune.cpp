@@ -1,0 +1,100 @@
+#include "tune.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "absolute_bound.hpp"
+#include "bench.hpp"
+#include "sluice/byte_size.hpp"
+#include "sluice/device.hpp"
+#include "sluice/fixed_costs.hpp"
+#include "sluice/host_rates.hpp"
+#include "sluice/link_rates.hpp"
+#include "sluice/tuner.hpp"
+#include "text_table.hpp"
+
+namespace sluice::bench {
+
+namespace {
+std::string describe(const PipelineOptions& o, std::size_t item_bytes) {
+  std::string text = format_bytes(o.chunk_items * item_bytes) + " chunks";
+  if (o.first_chunk_items > 0) text += ", ramp from " + format_bytes(o.first_chunk_items * item_bytes);
+  return text + ", depth " + std::to_string(o.depth);
+}
+}  // namespace
+
+std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(const std::string&)>& progress) {
+  Device device(o.device);
+  device.make_current();
+  const FixedCosts fixed = measure_fixed_costs(o.device);
+  StagingPool pool;
+  std::vector<TuneCase> cases;
+  for (std::size_t bytes : o.sizes)
+    for (const auto& w : o.workloads) {
+      const std::size_t items = bytes / sizeof(float);
+      workloads::Problem problem(w, items, o.pageable ? workloads::Problem::Memory::pageable : workloads::Problem::Memory::pinned);
+      const auto bound = workloads::absolute_bound(problem, o.device, o.repeats, o.pageable ? &pool : nullptr);
+      const Bound& b = o.pageable ? bound.staged : bound.pinned;
+      TuneCase c{w.name(), bytes, b.ms, b.limiter, {}, {}, {}, 0};
+      auto measure = [&](const PipelineOptions& options, const std::string& label) {
+        PipelineOptions run_options = options;
+        run_options.host_memory = HostMemoryPolicy::stage;  // the sweep is about chunks, not registration
+        Pipeline p = workloads::make_pipeline(problem, run_options);
+        auto row = workloads::measure_row(label, problem, true, o.repeats, [&] { p.run(); });
+        if (progress)
+          progress(fmt::format("{} {} {}: {:.3f} ms{}", c.workload, format_bytes(bytes), label, row.ms.median,
+                               row.verified ? "" : " NOT VERIFIED: " + row.detail));
+        return row;
+      };
+      c.defaults = measure(PipelineOptions{}, "defaults");
+      for (const auto& options : sweep_settings(items, sizeof(float))) {
+        const std::string label = describe(options, sizeof(float));
+        c.sweep.push_back({options, label, measure(options, label)});
+      }
+      std::sort(c.sweep.begin(), c.sweep.end(),
+                [](const TunePoint& x, const TunePoint& y) { return x.row.ms.median < y.row.ms.median; });
+      ModelInput base;
+      base.rates = bound.rates;
+      base.fixed = fixed;
+      base.kernel.ms_per_item = bound.kernel_ms / static_cast<double>(items);
+      base.in_item_bytes = sizeof(float) * w.input_count();
+      base.out_item_bytes = sizeof(float);
+      base.staged_in = base.staged_out = o.pageable;
+      const ModelChoice pick = choose_with_model(base, items, sizeof(float));
+      c.model_label = describe(pick.options, sizeof(float));
+      for (const auto& point : c.sweep)
+        if (point.label == c.model_label) c.model_pick_ms = point.row.ms.median;
+      cases.push_back(std::move(c));
+    }
+  return cases;
+}
+
+std::string tune_text(const std::vector<TuneCase>& cases) {
+  std::string out;
+  tools::TextTable summary({"workload", "size", "defaults ms", "best ms", "best setting", "gap", "model's pick",
+                            "its ms", "bound ms", "set by", "all verified"});
+  for (const auto& c : cases) {
+    bool verified = c.defaults.verified;
+    for (const auto& p : c.sweep) verified &= p.row.verified;
+    const auto& best = c.sweep.front();
+    summary.add_row({c.workload, format_bytes(c.bytes), fmt::format("{:.3f}", c.defaults.ms.median),
+                     fmt::format("{:.3f}", best.row.ms.median), best.label,
+                     fmt::format("{:+.1f}%", 100.0 * (c.defaults.ms.median / best.row.ms.median - 1)), c.model_label,
+                     fmt::format("{:.3f}", c.model_pick_ms), fmt::format("{:.3f}", c.bound_ms), c.bound_term,
+                     verified ? "yes" : "NO"});
+  }
+  out += summary.render();
+  out += "\ngap = defaults over the best setting of the sweep, minus one (target: within +3%).\n";
+  for (const auto& c : cases) {
+    out += fmt::format("\n{} {}: the sweep, fastest first\n", c.workload, format_bytes(c.bytes));
+    tools::TextTable table({"setting", "ms", "vs best", "verified"});
+    for (const auto& p : c.sweep)
+      table.add_row({p.label, fmt::format("{:.3f}", p.row.ms.median),
+                     fmt::format("{:.3f}", p.row.ms.median / c.sweep.front().row.ms.median), p.row.verified ? "yes" : "NO"});
+    out += table.render();
+  }
+  return out;
+}
+
+}  // namespace sluice::bench

@@ -1,0 +1,12 @@
+#pragma once
+// The fixed costs the model (model.hpp) needs, measured on one device: a
+// copy's latency beyond its bytes, a kernel's start after its input is
+// ready, the wake-up of a thread blocked on an event, the host's work to
+// enqueue one chunk. About 50 ms to measure.
+#include "sluice/model.hpp"
+
+namespace sluice {
+
+FixedCosts measure_fixed_costs(int device);
+
+}  // namespace sluice

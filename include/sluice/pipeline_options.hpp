@@ -1,0 +1,62 @@
+#pragma once
+// How a Pipeline runs. Every field has a default that needs no thought;
+// `sluice tune` shows what the defaults give against a sweep. Host-only.
+#include <cstddef>
+#include <optional>
+
+namespace sluice {
+
+// What the pipeline does with pageable spans (std::vector, new[], mmap).
+enum class HostMemoryPolicy {
+  // Copy each chunk through pinned staging slots with the staging threads.
+  // Costs host memory bandwidth, changes nothing about the caller's memory.
+  stage,
+  // Page-lock the spans (cudaHostRegister) before the first chunk, then let
+  // the copy engines read and write them directly. Registration costs about
+  // 40 ms per GiB on 4 KiB pages (~20 ms on huge pages) and pays off when
+  // the same memory is streamed more than once. Throws before any work when
+  // the memory cannot be registered.
+  register_memory,
+  // Stage the first run over a span while registering it on one background
+  // thread; once registered, later runs over the same span copy directly.
+  // Spans larger than a quarter of physical memory are only staged.
+  automatic,
+};
+// Registered spans stay registered until clear_spans(), rebind() of that
+// span, or the pipeline's destruction: the caller's memory must outlive that,
+// not only the run, under register_memory and automatic.
+
+struct PipelineOptions {
+  // The GPU to run on; unset, the device current when the pipeline is built.
+  // The caller's current device is left as it was by every call.
+  std::optional<int> device;
+  // Items in the largest chunk; 0 picks sizes from the data (default_chunking).
+  // A size set here cuts every chunk that size, unless first_chunk_items is set too.
+  std::size_t chunk_items = 0;
+  // The first and last chunks ramp up from this size by doubling to
+  // chunk_items, so the fill and drain are short; 0 picks (or no ramp when
+  // chunk_items was set). `ramp = false` cuts every chunk the same size.
+  std::size_t first_chunk_items = 0;
+  bool ramp = true;
+  // Device slots per span (>= 1): how many chunks can be on the device at once.
+  std::size_t depth = 4;
+  // Chunks take turns over this many compute streams. With one (the
+  // default), kernels run in chunk order, as a running sum, a scan's carry
+  // or any chunk-to-chunk state needs. More lets one chunk's kernel start in
+  // the SMs the tail of the previous one leaves idle: only for kernels that
+  // carry no state from chunk to chunk.
+  unsigned compute_streams = 1;
+  // Host threads that stage pageable spans and serve sources and sinks; 0: one per hardware thread.
+  unsigned staging_threads = 0;
+  HostMemoryPolicy host_memory = HostMemoryPolicy::automatic;
+  // CUDA stream priority of the pipeline's streams (lower is more urgent).
+  int priority = 0;
+  // Keep every chunk's stage intervals in the report (a timeline).
+  bool record = false;
+  // Fill RunReport::bound: link and host copy rates are measured once per
+  // device and process (about 0.1 s the first time) and the kernel time is
+  // the run's own compute intervals.
+  bool report_bound = false;
+};
+
+}  // namespace sluice

@@ -1,0 +1,26 @@
+#pragma once
+// Choosing chunk sizes and depth: the settings `sluice tune` measures, and
+// the model's pick among them. Host-only.
+#include <cstddef>
+#include <vector>
+
+#include "sluice/model.hpp"
+#include "sluice/pipeline_options.hpp"
+
+namespace sluice {
+
+// The settings of a sweep over `bytes` of data per span: largest chunk from
+// 1 MiB to 64 MiB (up to the data), with and without a ramp, depth 2 to 6.
+// Large data gets a coarser sweep (each run there takes long).
+std::vector<PipelineOptions> sweep_settings(std::size_t item_count, std::size_t item_bytes);
+
+struct ModelChoice {
+  PipelineOptions options;
+  double predicted_ms = 0;
+};
+
+// The setting of the sweep the model predicts fastest; `base` gives the
+// rates, costs, kernel and bytes per item (its plan and depth are replaced).
+ModelChoice choose_with_model(const ModelInput& base, std::size_t item_count, std::size_t item_bytes);
+
+}  // namespace sluice

@@ -1,0 +1,147 @@
+// Lifetimes: submissions that outlive their pipeline, pipelines moved and
+// destroyed mid-run, spans and callables that cannot change under a run.
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "pipeline_test.hpp"
+#include "sluice/error.hpp"
+
+using sluice::Chunk;
+using sluice::Pipeline;
+using sluice::PipelineOptions;
+using sluice::Submission;
+using namespace sluice::test;
+
+namespace {
+PipelineOptions small_chunks() {
+  PipelineOptions o;
+  o.chunk_items = 4096;
+  return o;
+}
+// A pipeline whose kernels each take 0.2 ms, so a run is still going when the test acts.
+void slow_affine(Pipeline& p, const std::vector<float>& in, std::vector<float>& out) {
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  p.compute([x, y](const Chunk& c) { launch_late_affine(c.stream, 200, c[x].data(), c[y].data(), c.size(), 2, 1); });
+}
+}  // namespace
+
+TEST_F(PipelineTest, AnUnwaitedSubmissionFinishesItsRunWhenDestroyed) {
+  const auto in = pattern(100'000);
+  std::vector<float> out(in.size(), std::nanf(""));
+  Pipeline p(small_chunks());
+  slow_affine(p, in, out);
+  { Submission s = p.submit(); }
+  EXPECT_TRUE(is_affine(in, out));
+  std::fill(out.begin(), out.end(), std::nanf(""));
+  p.run();  // and the pipeline is free again
+  EXPECT_TRUE(is_affine(in, out));
+}
+
+TEST_F(PipelineTest, APipelineDestroyedWithALiveSubmissionLeavesItWorking) {
+  const auto in = pattern(100'000);
+  std::vector<float> out(in.size(), std::nanf(""));
+  std::optional<Submission> s;
+  {
+    Pipeline p(small_chunks());
+    slow_affine(p, in, out);
+    s.emplace(p.submit());
+  }  // the pipeline goes; its run keeps what it runs on
+  const auto report = s->wait();
+  EXPECT_EQ(report.chunk_count, (in.size() + 4095) / 4096);
+  EXPECT_TRUE(is_affine(in, out));
+}
+
+TEST_F(PipelineTest, APipelineMoveAssignedDuringARunLeavesTheRunWhole) {
+  const auto in = pattern(100'000);
+  std::vector<float> out(in.size(), std::nanf(""));
+  Pipeline p(small_chunks());
+  slow_affine(p, in, out);
+  Submission s = p.submit();
+  p = Pipeline(small_chunks());  // the old engine lives on in `s`
+  s.wait();
+  EXPECT_TRUE(is_affine(in, out));
+  EXPECT_THROW(p.run(), std::invalid_argument);  // the new pipeline has no spans
+}
+
+TEST_F(PipelineTest, MoveAssigningASubmissionDoesNotSwallowTheEarlierFailure) {
+  const auto in = pattern(20'000);
+  std::vector<float> out(in.size()), out2(in.size(), std::nanf(""));
+  Pipeline failing(small_chunks()), fine(small_chunks());
+  const auto x = failing.input(in);
+  const auto y = failing.output(out);
+  failing.compute([x, y](const Chunk& c) {
+    if (c.index == 2) throw std::runtime_error("chunk 2 gave up");
+    launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2, 1);
+  });
+  affine(fine, fine.input(in), fine.output(out2));
+  Submission s = failing.submit();
+  try {
+    s = fine.submit();
+    FAIL() << "the earlier run's failure was lost";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "chunk 2 gave up");
+  }
+  ASSERT_TRUE(s.valid());  // the new run was taken over all the same
+  s.wait();
+  EXPECT_TRUE(is_affine(in, out2));
+}
+
+TEST_F(PipelineTest, SpansAddedAfterARunAreRefusedNotIgnored) {
+  const auto in = pattern(1000), in2 = pattern(1000);
+  std::vector<float> out(1000), out2(1000, std::nanf(""));
+  Pipeline p;
+  affine(p, p.input(in), p.output(out));
+  p.run();
+  try {
+    p.input(in2);
+    FAIL() << "a span added after a run was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("clear_spans"), std::string::npos) << e.what();
+  }
+  // Starting over: clear_spans forgets the spans and the callable that used them.
+  p.clear_spans();
+  EXPECT_THROW(p.run(), std::invalid_argument);
+  affine(p, p.input(in2), p.output(out2));
+  p.run();
+  EXPECT_TRUE(is_affine(in2, out2));
+}
+
+TEST_F(PipelineTest, RebindStreamsOtherMemoryThroughTheSameCallable) {
+  const auto a = pattern(5000), b = pattern(7000);
+  std::vector<float> out_a(a.size(), std::nanf("")), out_b(b.size(), std::nanf(""));
+  Pipeline p(small_chunks());
+  const auto x = p.input(a);
+  const auto y = p.output(out_a);
+  affine(p, x, y);
+  p.run();
+  EXPECT_TRUE(is_affine(a, out_a));
+  p.rebind(x, b);
+  p.rebind(y, out_b);
+  p.run();
+  EXPECT_TRUE(is_affine(b, out_b));
+  Pipeline other;
+  EXPECT_THROW(other.rebind(x, b), std::logic_error);  // a handle of another pipeline
+}
+
+TEST_F(PipelineTest, NothingChangesUnderARun) {
+  const auto in = pattern(100'000), in2 = pattern(10);
+  std::vector<float> out(in.size());
+  Pipeline p(small_chunks());
+  slow_affine(p, in, out);
+  Submission s = p.submit();
+  EXPECT_THROW(p.compute([](const Chunk&) {}), std::logic_error);
+  EXPECT_THROW(p.on_chunk_done([](std::size_t, sluice::ItemRange) {}), std::logic_error);
+  EXPECT_THROW(p.clear_spans(), std::logic_error);
+  EXPECT_THROW(p.run(), std::logic_error);
+  s.wait();
+  EXPECT_TRUE(is_affine(in, out));
+}
+
+TEST_F(PipelineTest, AMovedFromPipelineSaysSo) {
+  Pipeline p;
+  Pipeline q(std::move(p));
+  EXPECT_THROW(p.run(), std::logic_error);  // NOLINT(bugprone-use-after-move): the point of the test
+  EXPECT_THROW(p.options(), std::logic_error);
+}

@@ -1,0 +1,208 @@
+// Sources and sinks: files and producers straight into and out of the
+// pinned slots, in order, and failures that stop the run cleanly.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+#include "pipeline_test.hpp"
+#include "sluice/file_io.hpp"
+#include "sluice/source.hpp"
+
+using sluice::Chunk;
+using sluice::ItemRange;
+using sluice::Pipeline;
+using sluice::PipelineOptions;
+using namespace sluice::test;
+
+namespace {
+
+class SourceTest : public PipelineTest {
+ protected:
+  void SetUp() override {
+    PipelineTest::SetUp();
+    dir_ = std::filesystem::temp_directory_path() / ("sluice-sources-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path write_floats(const std::string& name, const std::vector<float>& v, std::size_t header = 0) {
+    const auto path = dir_ / name;
+    std::ofstream out(path, std::ios::binary);
+    const std::string pad(header, 'h');
+    out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
+    out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+    return path;
+  }
+  std::vector<float> read_floats(const std::filesystem::path& path) {
+    std::vector<float> v(std::filesystem::file_size(path) / sizeof(float));
+    std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+    return v;
+  }
+  std::filesystem::path dir_;
+};
+
+// Truncates its file when asked for chunk `at`: a file that shrinks under a run.
+class ShrinkingFile final : public sluice::Source {
+ public:
+  ShrinkingFile(const std::filesystem::path& path, std::size_t at, std::size_t keep_bytes)
+      : file_(path, sizeof(float)), path_(path), at_(at), keep_(keep_bytes) {}
+  std::size_t item_count() const override { return file_.item_count(); }
+  std::size_t item_bytes() const override { return sizeof(float); }
+  std::string name() const override { return file_.name(); }
+  bool splittable() const override { return false; }
+  void read(ItemRange range, std::span<std::byte> pinned) override {
+    if (range.begin >= at_ && !shrunk_.exchange(true)) std::filesystem::resize_file(path_, keep_);
+    file_.read(range, pinned);
+  }
+
+ private:
+  sluice::FileSource file_;
+  std::filesystem::path path_;
+  std::size_t at_, keep_;
+  std::atomic<bool> shrunk_{false};
+};
+
+}  // namespace
+
+TEST_F(SourceTest, FileToFileReproducesTheCpuTransformByteForByte) {
+  for (std::size_t items : {std::size_t{1}, std::size_t{1000}, std::size_t{1'234'567}}) {
+    const auto in = pattern(items);
+    const auto in_path = write_floats("in.f32", in, 64);
+    const auto out_path = dir_ / "out.f32";
+    std::filesystem::remove(out_path);
+    sluice::FileOptions header;
+    header.offset = 64;
+    PipelineOptions o;
+    o.chunk_items = 100'000;
+    o.first_chunk_items = 3000;
+    Pipeline p(o);
+    const auto x = p.input(sluice::from_file<float>(in_path, header));
+    const auto y = p.output(sluice::to_file<float>(out_path, items));
+    affine(p, x, y);
+    const auto report = p.run();
+    EXPECT_EQ(report.volume.read_bytes, static_cast<double>(items * sizeof(float)));
+    EXPECT_EQ(report.volume.written_bytes, static_cast<double>(items * sizeof(float)));
+    std::vector<float> expected(items);
+    for (std::size_t i = 0; i < items; ++i) expected[i] = in[i] * 2.0f + 1.0f;
+    const auto got = read_floats(out_path);
+    ASSERT_EQ(got.size(), items);
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), items * sizeof(float)), 0) << items << " items";
+  }
+}
+
+TEST_F(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
+  const std::size_t n = 500'000;
+  std::vector<std::size_t> produced, consumed;
+  std::atomic<int> inside{0};
+  bool overlapped = false;
+  std::vector<float> results(n, std::nanf(""));
+  PipelineOptions o;
+  o.chunk_items = 20'000;
+  Pipeline p(o);
+  const auto x = p.input(sluice::produce<float>(n, [&](ItemRange r, std::span<float> items) {
+    overlapped |= ++inside > 1;
+    produced.push_back(r.begin);
+    for (std::size_t i = 0; i < items.size(); ++i) items[i] = static_cast<float>(r.begin + i);
+    --inside;
+  }));
+  const auto y = p.output(sluice::consume<float>(n, [&](ItemRange r, std::span<const float> items) {
+    consumed.push_back(r.begin);
+    std::copy(items.begin(), items.end(), results.begin() + static_cast<std::ptrdiff_t>(r.begin));
+  }));
+  affine(p, x, y);
+  p.run();
+  EXPECT_FALSE(overlapped);
+  ASSERT_EQ(produced.size(), 25u);
+  ASSERT_EQ(consumed.size(), 25u);
+  for (std::size_t c = 0; c < 25; ++c) {
+    EXPECT_EQ(produced[c], c * 20'000);
+    EXPECT_EQ(consumed[c], c * 20'000);
+  }
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(results[i], static_cast<float>(i) * 2.0f + 1.0f) << i;
+}
+
+TEST_F(SourceTest, AProducerThatThrowsStopsTheRunAndNothingPastItIsWritten) {
+  const std::size_t n = 100'000, chunk = 10'000;
+  const auto out_path = dir_ / "partial.f32";
+  PipelineOptions o;
+  o.chunk_items = chunk;
+  Pipeline p(o);
+  const auto x = p.input(sluice::produce<float>(
+      n,
+      [](ItemRange r, std::span<float> items) {
+        if (r.begin == 6 * 10'000) throw std::runtime_error("decoder lost sync");
+        for (std::size_t i = 0; i < items.size(); ++i) items[i] = static_cast<float>(r.begin + i);
+      },
+      "decoder"));
+  const auto y = p.output(sluice::to_file<float>(out_path, n));
+  affine(p, x, y);
+  try {
+    p.run();
+    FAIL() << "the producer's failure was lost";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("chunk 6 of 10 (items 60000..70000), stage stage-in, span 0 (input, decoder)"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("decoder lost sync"), std::string::npos) << what;
+    EXPECT_NE(what.find("chunks finished"), std::string::npos) << what;
+    try {
+      std::rethrow_if_nested(e);
+      FAIL() << "the producer's own exception is not nested";
+    } catch (const std::runtime_error& inner) {
+      EXPECT_STREQ(inner.what(), "decoder lost sync");
+    }
+  }
+  // The file holds whole chunks that finished, in order, and nothing else.
+  const auto got = read_floats(out_path);
+  EXPECT_EQ(got.size() % chunk, 0u);
+  EXPECT_LE(got.size(), 6 * chunk);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(i) * 2.0f + 1.0f) << i;
+}
+
+TEST_F(SourceTest, AFileTruncatedUnderTheRunNamesFileOffsetAndChunk) {
+  const std::size_t n = 200'000;
+  const auto in = pattern(n);
+  const auto path = write_floats("shrinks.f32", in);
+  std::vector<float> out(n);
+  PipelineOptions o;
+  o.chunk_items = 20'000;
+  Pipeline p(o);
+  const auto x = p.input(sluice::SourceOf<float>{std::make_shared<ShrinkingFile>(path, 100'000, 110'000 * 4)});
+  const auto y = p.output(out);
+  affine(p, x, y);
+  try {
+    p.run();
+    FAIL() << "a short read went unnoticed";
+  } catch (const sluice::IoError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("chunk 5 of 10 (items 100000..120000), stage stage-in"), std::string::npos) << what;
+    EXPECT_NE(what.find("shrinks.f32"), std::string::npos) << what;
+    EXPECT_NE(what.find("ended at offset 440000"), std::string::npos) << what;
+    EXPECT_EQ(e.offset(), 440'000u);
+  }
+}
+
+TEST_F(SourceTest, AFileTruncatedBeforeTheRunIsRefusedBeforeWork) {
+  const auto in = pattern(10'000);
+  const auto path = write_floats("short.f32", in);
+  std::vector<float> out(in.size());
+  Pipeline p;
+  const auto x = p.input(sluice::from_file<float>(path));
+  const auto y = p.output(out);
+  bool computed = false;
+  p.compute([&computed, x, y](const Chunk&) { computed = true; });
+  std::filesystem::resize_file(path, 100);
+  EXPECT_THROW(p.run(), sluice::IoError);
+  EXPECT_FALSE(computed);
+}
+
+TEST_F(SourceTest, SourceItemSizeMustMatchTheHandleType) {
+  const auto path = write_floats("f.f32", pattern(100));
+  Pipeline p;
+  EXPECT_THROW(p.input(sluice::SourceOf<double>{std::make_shared<sluice::FileSource>(path, sizeof(float))}),
+               std::invalid_argument);
+}

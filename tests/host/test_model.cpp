@@ -1,0 +1,110 @@
+#include "sluice/model.hpp"
+
+#include <gtest/gtest.h>
+
+using sluice::ChunkPlan;
+using sluice::Lane;
+using sluice::ModelInput;
+using sluice::predict;
+
+namespace {
+
+// No fixed costs, round rates: timelines that can be worked out by hand.
+ModelInput plain(std::size_t items, std::size_t chunk) {
+  ModelInput in;
+  in.fixed = {0, 0, 0, 0, 0};
+  in.rates.h2d_gbps = in.rates.d2h_gbps = 50;
+  in.rates.both_gbps = 100;
+  in.plan = ChunkPlan(items, chunk);
+  in.in_item_bytes = in.out_item_bytes = 1;
+  return in;
+}
+
+const sluice::StageInterval* find(const sluice::Prediction& p, Lane lane, std::size_t chunk) {
+  for (const auto& i : p.timeline)
+    if (i.lane == lane && i.chunk == chunk) return &i;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(Model, OneChunkIsCopyThenKernelThenCopy) {
+  ModelInput in = plain(100'000'000, 100'000'000);  // 100 MB: 2 ms each way at 50 GB/s
+  in.kernel.ms_per_item = 3.0 / 100'000'000;        // 3 ms
+  in.fixed.copy_ms = 0.01;
+  in.fixed.launch_ms = 0.02;
+  in.fixed.run_ms = 0.05;
+  const auto p = predict(in);
+  EXPECT_NEAR(p.ms, 0.01 + 2 + 0.02 + 3 + 0.01 + 2 + 0.05, 1e-9);
+  EXPECT_NEAR(find(p, Lane::compute, 0)->start_ms, 2.03, 1e-9);
+  EXPECT_EQ(p.busiest, "compute");
+}
+
+TEST(Model, ComputeBoundChunksOverlapTheirCopies) {
+  ModelInput in = plain(100'000'000, 50'000'000);  // 2 chunks: 1 ms copies, 10 ms kernels
+  in.kernel.ms_per_item = 10.0 / 50'000'000;
+  const auto p = predict(in);
+  // h2d0 [0,1] k0 [1,11] k1 [11,21] d2h0 [11,12] d2h1 [21,22]
+  EXPECT_NEAR(find(p, Lane::h2d, 1)->end_ms, 2, 1e-9);
+  EXPECT_NEAR(find(p, Lane::compute, 1)->start_ms, 11, 1e-9);
+  EXPECT_NEAR(find(p, Lane::d2h, 0)->start_ms, 11, 1e-9);
+  EXPECT_NEAR(p.ms, 22, 1e-9);
+}
+
+TEST(Model, CopiesInBothDirectionsShareTheLink) {
+  ModelInput in = plain(200'000'000, 100'000'000);  // 2 chunks of 100 MB
+  in.rates.both_gbps = 50;                          // at once, each direction gets 25 GB/s
+  const auto p = predict(in);
+  // h2d0 [0,2] alone; then h2d1 and d2h0 together at 25 GB/s: [2,6]; d2h1 alone [6,8].
+  EXPECT_NEAR(find(p, Lane::h2d, 1)->start_ms, 2, 1e-9);
+  EXPECT_NEAR(find(p, Lane::h2d, 1)->end_ms, 6, 1e-9);
+  EXPECT_NEAR(find(p, Lane::d2h, 0)->end_ms, 6, 1e-9);
+  EXPECT_NEAR(p.ms, 8, 1e-9);
+}
+
+TEST(Model, DepthOneSerializesOnTheDeviceSlot) {
+  ModelInput in = plain(100'000'000, 50'000'000);  // 1 ms copies
+  in.kernel.ms_per_item = 2.0 / 50'000'000;        // 2 ms kernels
+  in.depth = 1;
+  const auto p = predict(in);
+  // h2d0 [0,1] k0 [1,3] d2h0 [3,4] h2d1 [4,5] k1 [5,7] d2h1 [7,8]
+  EXPECT_NEAR(find(p, Lane::h2d, 1)->start_ms, 4, 1e-9);
+  EXPECT_NEAR(p.ms, 8, 1e-9);
+}
+
+TEST(Model, StagedInputsWaitForTheHostAndFreeSlotsBehindTheirCopy) {
+  ModelInput in = plain(300'000'000, 100'000'000);  // 3 chunks of 100 MB: 2 ms copies
+  in.out_item_bytes = 0;
+  in.staged_in = true;
+  in.rates.stage_in_gbps = 25;  // 4 ms per chunk: the host is the pace
+  in.in_slots = 1;              // each stage-in waits for the previous chunk's H2D
+  const auto p = predict(in);
+  // s0 [0,4] h0 [4,6] s1 [6,10] h1 [10,12] s2 [12,16] h2 [16,18]
+  EXPECT_NEAR(find(p, Lane::stage_in, 1)->start_ms, 6, 1e-9);
+  EXPECT_NEAR(p.ms, 18, 1e-9);
+  in.in_slots = 3;  // now the host runs ahead: s0 [0,4] s1 [4,8] s2 [8,12] h2 [12,14]
+  EXPECT_NEAR(predict(in).ms, 14, 1e-9);
+}
+
+TEST(Model, NoChunksCostsTheRunAlone) {
+  ModelInput in = plain(0, 1);
+  in.fixed.run_ms = 0.05;
+  EXPECT_DOUBLE_EQ(predict(in).ms, 0.05);
+}
+
+TEST(Model, RefusesUnknownRatesItNeeds) {
+  ModelInput in = plain(1000, 100);
+  in.rates.h2d_gbps = 0;
+  EXPECT_THROW(predict(in), std::invalid_argument);
+  in = plain(1000, 100);
+  in.staged_out = true;
+  EXPECT_THROW(predict(in), std::invalid_argument);
+}
+
+TEST(Model, FitsLatencyAndRateFromTwoSizes) {
+  // 64 KiB in 5.1 us and 64 MiB in 1213.5 us: ~55 GB/s after ~3.9 us.
+  const auto f = sluice::fit_latency_rate(65536, 0.0051, 67108864, 1.2135);
+  EXPECT_NEAR(f.gbps, 55.5, 0.2);
+  EXPECT_NEAR(f.latency_ms, 0.0039, 0.0002);
+  EXPECT_THROW(sluice::fit_latency_rate(10, 1, 5, 2), std::invalid_argument);
+}

@@ -1,0 +1,78 @@
+#include "absolute_bound.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "sluice/device_buffer.hpp"
+#include "sluice/error.hpp"
+#include "sluice/event_timer.hpp"
+#include "sluice/host_rates.hpp"
+#include "sluice/link_rates.hpp"
+#include "sluice/stream.hpp"
+
+namespace sluice::workloads {
+
+namespace {
+constexpr std::size_t piece_items = (std::size_t{16} << 20) / sizeof(float);
+constexpr std::size_t ring_items = (std::size_t{256} << 20) / sizeof(float);
+}  // namespace
+
+double kernel_alone_ms(const Problem& p, int repeats) {
+  const Workload& w = p.workload();
+  const std::size_t arrays = w.input_count() + 1;
+  std::size_t free_bytes = 0, total = 0;
+  SLUICE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  // All the data on the device when it fits with room to spare; else a ring
+  // that the pieces cycle through (the kernels' time does not depend on the values).
+  const bool whole = arrays * p.items() * sizeof(float) < free_bytes / 2;
+  const std::size_t resident = whole ? p.items() : std::min(p.items(), ring_items);
+  Stream stream;
+  std::vector<DeviceBuffer<float>> device;
+  for (std::size_t a = 0; a < arrays; ++a) device.emplace_back(resident, stream);
+  for (std::size_t a = 0; a + 1 < arrays; ++a)
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(device[a].data(), p.input(a).data(), resident * sizeof(float),
+                                      cudaMemcpyHostToDevice, stream.get()));
+  stream.synchronize();
+  auto launch = [&](std::size_t begin, std::size_t n) {
+    const std::size_t at = begin % resident;
+    const float* inputs[2] = {device[0].data() + at, device[std::min<std::size_t>(1, arrays - 2)].data() + at};
+    w.launch(stream, inputs, device.back().data() + at, n);
+  };
+  auto fastest = [](const std::vector<double>& s) { return *std::min_element(s.begin(), s.end()); };
+  double best = fastest(time_with_events(stream, 1, repeats, [&](StreamView) {
+    for (std::size_t begin = 0; begin < p.items(); begin += piece_items)
+      launch(begin, std::min(piece_items, p.items() - begin));
+  }));
+  if (whole) best = std::min(best, fastest(time_with_events(stream, 1, repeats, [&](StreamView) { launch(0, p.items()); })));
+  return best;
+}
+
+RunVolume volume_of(const Problem& p, double kernel_ms, bool staged) {
+  RunVolume v;
+  const double array = static_cast<double>(p.items() * sizeof(float));
+  v.h2d_bytes = array * static_cast<double>(p.workload().input_count());
+  v.d2h_bytes = array;
+  if (staged) {
+    v.staged_in_bytes = v.h2d_bytes;
+    v.staged_out_bytes = v.d2h_bytes;
+  }
+  v.kernel_ms = kernel_ms;
+  return v;
+}
+
+AbsoluteBound absolute_bound(const Problem& p, int device, int repeats, StagingPool* host) {
+  AbsoluteBound b;
+  b.rates = with_link({}, link_rates(device));
+  if (host) {
+    const HostCopyRates h = host_copy_rates(*host);
+    b.rates.stage_in_gbps = h.stage_in_gbps;
+    b.rates.stage_out_gbps = h.stage_out_gbps;
+    b.rates.stage_both_gbps = h.both_gbps;
+  }
+  b.kernel_ms = kernel_alone_ms(p, repeats);
+  b.pinned = compute_bound(volume_of(p, b.kernel_ms, false), b.rates);
+  if (host) b.staged = compute_bound(volume_of(p, b.kernel_ms, true), b.rates);
+  return b;
+}
+
+}  // namespace sluice::workloads
