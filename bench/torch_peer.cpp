@@ -1,47 +1,22 @@
 // PyTorch's rows: bench/torch_peer.py, run once for every case in the same
 // process tree as the rest of the bench, its JSON read back into rows.
 #include <fmt/format.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "bench.hpp"
+#include "python_peer.hpp"
 
 namespace sluice::bench::detail {
 
 std::vector<MeasuredRow> torch_rows(const BenchOptions& o, std::string& note) {
   std::string workloads, sizes;
-  for (const auto& w : o.workloads) workloads += (workloads.empty() ? "" : ",") + w.name();
-  for (std::size_t b : o.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
-  char path[] = "/tmp/sluice-torch-peer-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) {
-    note = "PyTorch peer not run: cannot make a temporary file";
-    return {};
-  }
-  close(fd);
-  const std::string command = fmt::format("{} {} --workloads {} --sizes {} --repeat {} --device {} --out {}", o.python,
-                                          o.torch_peer, workloads, sizes, o.repeats, o.device, path);
-  const int status = std::system(command.c_str());
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(path);
-  if (status != 0) {
-    note = fmt::format("PyTorch peer not run: `{}` exited with status {}", command, status);
-    return {};
-  }
+  for (const auto& w : o.workloads) workloads += fmt::format("{}{}", workloads.empty() ? "" : ",", w.name());
+  for (std::size_t b : o.sizes) sizes += fmt::format("{}{}", sizes.empty() ? "" : ",", b);
+  const auto j = run_python_peer("PyTorch peer", fmt::format("{} {} --workloads {} --sizes {} --repeat {} --device {}",
+                                                            o.python, o.torch_peer, workloads, sizes, o.repeats, o.device),
+                                  note);
+  if (j.is_null()) return {};
   std::vector<MeasuredRow> rows;
   try {
-    const auto j = nlohmann::json::parse(text.str());
-    if (j.contains("skipped")) {
-      note = "PyTorch peer skipped: " + j.at("skipped").get<std::string>();
-      return {};
-    }
     for (const auto& r : j.at("rows")) {
       MeasuredRow row;
       row.workload = r.at("workload").get<std::string>();

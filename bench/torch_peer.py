@@ -20,6 +20,8 @@ import json
 import sys
 import time
 
+from peer_common import torch_or_skip
+
 MiB = 1 << 20
 
 
@@ -136,14 +138,10 @@ def main():
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    try:
-        import numpy as np
-        import torch
-        if not torch.cuda.is_available():
-            raise RuntimeError("PyTorch sees no CUDA device")
-    except Exception as e:
-        json.dump({"skipped": str(e)}, open(a.out, "w"))
+    torch = torch_or_skip(a.out)
+    if torch is None:
         return 0
+    import numpy as np
     torch.cuda.set_device(a.device)
     kernels = Kernels(torch)
     rows = []

@@ -1,0 +1,130 @@
+#pragma once
+// Training batches on the GPU before the step asks for them.
+//
+//   sluice::TokenLoader loader({"data/train_*.bin"}, /*seq=*/1024, {.batch = 16, .shuffle = true});
+//   for (;;) {
+//     sluice::TokenBatch b = loader.next(step_stream);  // step_stream waits for the batch; the host does not
+//     forward_backward<<<..., step_stream>>>(b.inputs.data(), b.targets.data(), ...);
+//     if (b.last_of_epoch) break;
+//   }
+//
+// `ahead` batches are in flight ahead of the consumer: reader threads fill
+// pinned slots straight from the files (pread), a copy stream at the
+// device's lowest priority copies each batch over and widens its tokens to
+// int32 on the GPU (the link carries 2 bytes a token, not 4), and records the
+// batch's ready event. next() makes the consumer's stream wait on that event;
+// the host never waits for the device per batch. A batch's device memory
+// stays valid until the next call to next(), which releases it in the
+// consumer stream's order: a slot is refilled only once the consumer's
+// stream has passed that point. Memory is fixed at construction.
+//
+// The loader measures, with events, how long the consumer's stream waited
+// for each batch: idle() gives the GPU idle fraction of the loop.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sluice/batch_plan.hpp"
+#include "sluice/stream_view.hpp"
+
+namespace sluice {
+
+struct LoaderOptions {
+  std::size_t batch = 8;  // rows (windows or records) per batch
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+  std::size_t rank = 0;   // this process's share of a data-parallel job
+  std::size_t world = 1;
+  bool drop_last = false;  // see BatchPlanOptions
+  std::size_t ahead = 3;   // batches in flight ahead of the consumer (1 .. 30)
+  unsigned threads = 0;    // reader threads; 0: one per hardware thread
+  std::optional<int> device;
+  LoaderState start;       // where to begin: a state saved with state()
+};
+
+// How long the consumer's stream waited for data, measured with events. The
+// first batch's wait is the fill (the loader starting up) and is reported
+// apart; the loop runs from taking the second batch to taking the last.
+struct IdleReport {
+  std::size_t steps = 0;  // batches taken
+  double fill_ms = 0;     // the wait for the first batch
+  double waited_ms = 0;   // the waits for every later batch, summed
+  double loop_ms = 0;     // second batch taken to last, on the consumer stream
+  double idle_fraction() const { return loop_ms > 0 ? waited_ms / loop_ms : 0.0; }
+};
+
+struct TokenBatch {
+  std::span<const std::int32_t> inputs;   // rows x seq, device memory, row-major
+  std::span<const std::int32_t> targets;  // rows x seq: each input token's next token
+  std::size_t rows = 0;
+  std::size_t seq = 0;
+  LoaderState position;       // which batch this is
+  bool last_of_epoch = false;
+};
+
+struct RecordBatch {
+  std::span<const std::byte> records;  // rows x record_bytes, device memory
+  std::size_t rows = 0;
+  std::size_t record_bytes = 0;
+  LoaderState position;
+  bool last_of_epoch = false;
+};
+
+namespace detail {
+class PrefetchEngine;
+}
+
+// Batches of token windows from llm.c shards (token_shard.hpp). Throws
+// ShardError naming the file for a bad shard before the first batch;
+// std::invalid_argument for options that cannot work (a batch that does not
+// fit the device, a rank outside the world).
+class TokenLoader {
+ public:
+  TokenLoader(const std::vector<std::string>& files_or_patterns, std::size_t seq, LoaderOptions options = {});
+  ~TokenLoader();  // stops the readers, then waits for the device (the consumer may still read the last batch)
+  TokenLoader(TokenLoader&&) noexcept;
+  TokenLoader& operator=(TokenLoader&&) noexcept;
+
+  // The next batch, ready in `stream`'s order. Throws ShardError naming the
+  // file and offset when a read failed (a file truncated mid-epoch).
+  TokenBatch next(StreamView stream);
+  // The next batch next() will return: saved, it resumes the identical sequence.
+  LoaderState state() const;
+  IdleReport idle() const;
+  std::size_t batches_per_epoch() const;
+  std::size_t windows() const;  // in all shards, all ranks together
+  std::size_t token_bytes() const;
+
+ private:
+  std::size_t seq_;
+  std::size_t windows_ = 0;
+  std::size_t token_bytes_ = 2;
+  std::unique_ptr<detail::PrefetchEngine> engine_;
+};
+
+// Batches of fixed-size records from one file (images or features
+// preprocessed to fixed-size tensors), copied as they are.
+class RecordLoader {
+ public:
+  RecordLoader(const std::string& file, std::size_t record_bytes, LoaderOptions options = {}, std::uint64_t header_bytes = 0);
+  ~RecordLoader();
+  RecordLoader(RecordLoader&&) noexcept;
+  RecordLoader& operator=(RecordLoader&&) noexcept;
+
+  RecordBatch next(StreamView stream);
+  LoaderState state() const;
+  IdleReport idle() const;
+  std::size_t batches_per_epoch() const;
+  std::size_t records() const { return records_; }
+
+ private:
+  std::size_t record_bytes_;
+  std::size_t records_ = 0;
+  std::unique_ptr<detail::PrefetchEngine> engine_;
+};
+
+}  // namespace sluice

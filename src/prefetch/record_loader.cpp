@@ -1,0 +1,68 @@
+// RecordLoader: fixed-size records read into pinned slots and copied over as they are.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "engine.hpp"
+#include "sluice/file_io.hpp"
+
+namespace sluice {
+
+namespace {
+struct OpenFile {
+  explicit OpenFile(const std::string& p) : path(p), fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd < 0) throw IoError(path, 0, std::string("cannot open for reading: ") + std::strerror(errno));
+  }
+  ~OpenFile() { ::close(fd); }
+  std::string path;
+  int fd;
+};
+}  // namespace
+
+RecordLoader::RecordLoader(const std::string& file, std::size_t record_bytes, LoaderOptions options, std::uint64_t header_bytes)
+    : record_bytes_(record_bytes) {
+  if (record_bytes == 0) throw std::invalid_argument("record loader: records must be at least 1 byte");
+  auto open = std::make_shared<OpenFile>(file);
+  struct stat st {};
+  if (fstat(open->fd, &st) != 0) throw IoError(file, 0, std::string("cannot stat: ") + std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  records_ = size > header_bytes ? static_cast<std::size_t>((size - header_bytes) / record_bytes) : 0;
+  if (records_ == 0)
+    throw IoError(file, size, "holds no whole record of " + std::to_string(record_bytes) + " bytes after " +
+                                  std::to_string(header_bytes) + " header bytes");
+  BatchPlan plan(records_, {options.batch, options.shuffle, options.seed, options.rank, options.world, options.drop_last});
+  detail::PrefetchSpec spec;
+  spec.row_bytes = record_bytes;
+  spec.read_row = [open, record_bytes, header_bytes](std::size_t item, std::byte* row) {
+    const std::uint64_t offset = header_bytes + std::uint64_t{item} * record_bytes;
+    for (std::size_t done = 0; done < record_bytes;) {
+      const ssize_t got = ::pread(open->fd, row + done, record_bytes - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        throw IoError(open->path, offset + done,
+                      "read of record " + std::to_string(item) + " at offset " + std::to_string(offset) +
+                          (got < 0 ? std::string(" failed: ") + std::strerror(errno) : " ended early (truncated while in use?)"));
+      done += static_cast<std::size_t>(got);
+    }
+  };
+  engine_ = std::make_unique<detail::PrefetchEngine>(std::move(plan), std::move(spec), options);
+}
+
+RecordLoader::~RecordLoader() = default;
+RecordLoader::RecordLoader(RecordLoader&&) noexcept = default;
+RecordLoader& RecordLoader::operator=(RecordLoader&&) noexcept = default;
+
+RecordBatch RecordLoader::next(StreamView stream) {
+  const auto taken = engine_->next(stream);
+  return {{taken.data, taken.rows * record_bytes_}, taken.rows, record_bytes_, taken.position, taken.last_of_epoch};
+}
+
+LoaderState RecordLoader::state() const { return engine_->state(); }
+IdleReport RecordLoader::idle() const { return engine_->idle(); }
+std::size_t RecordLoader::batches_per_epoch() const { return engine_->plan().batches_per_epoch(); }
+
+}  // namespace sluice

@@ -1,0 +1,262 @@
+// The training prefetcher: exactly the planned tokens, ready in the
+// consumer's stream order, slots never refilled under the consumer, resumable.
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "gpu_test.hpp"
+#include "sluice/batch_plan.hpp"
+#include "sluice/device_buffer.hpp"
+#include "sluice/error.hpp"
+#include "sluice/file_io.hpp"
+#include "sluice/pinned_buffer.hpp"
+#include "sluice/prefetcher.hpp"
+#include "sluice/stream.hpp"
+#include "sluice/token_windows.hpp"
+#include "test_kernels.cuh"
+
+using sluice::LoaderOptions;
+using sluice::LoaderState;
+using sluice::TokenLoader;
+
+namespace {
+
+__global__ void spin_then_copy(long long cycles, const std::int32_t* from, std::int32_t* to, std::size_t n) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {}
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x)
+    to[i] = from[i];
+}
+
+std::uint32_t token_at(std::size_t shard, std::size_t position, std::size_t width) {
+  const std::uint64_t v = shard * 100'003 + position * 7 + 1;
+  return static_cast<std::uint32_t>(width == 2 ? v % 65'521 : v % 4'000'000'007ull);
+}
+
+class PrefetcherTest : public sluice::test::GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    dir_ = std::filesystem::temp_directory_path() / ("sluice-prefetch-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // Shards of the given lengths; returns their glob pattern.
+  std::string shards(const std::vector<std::size_t>& lengths, std::size_t width, const std::string& stem = "shard") {
+    for (std::size_t s = 0; s < lengths.size(); ++s) {
+      std::vector<std::uint32_t> tokens(lengths[s]);
+      for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = token_at(s, i, width);
+      sluice::write_shard((dir_ / (stem + "_" + std::to_string(s) + ".bin")).string(), tokens, width);
+    }
+    return (dir_ / (stem + "_*.bin")).string();
+  }
+  // The rows a batch must hold, from the plan and the windows alone.
+  static std::vector<std::int32_t> expected(const sluice::TokenWindows& windows, const sluice::BatchPlan& plan,
+                                            LoaderState at, std::size_t width, bool targets) {
+    std::vector<std::int32_t> rows;
+    for (std::size_t r = 0; r < plan.batch_rows(at.batch); ++r) {
+      const auto w = windows.window(plan.item(at.epoch, at.batch, r));
+      for (std::size_t t = 0; t < windows.seq(); ++t)
+        rows.push_back(static_cast<std::int32_t>(token_at(w.shard, w.first_token + t + (targets ? 1 : 0), width)));
+    }
+    return rows;
+  }
+  std::filesystem::path dir_;
+};
+
+std::vector<std::int32_t> to_host(std::span<const std::int32_t> device, sluice::StreamView stream) {
+  std::vector<std::int32_t> host(device.size());
+  SLUICE_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.size_bytes(), cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  return host;
+}
+
+}  // namespace
+
+TEST_F(PrefetcherTest, EveryBatchHoldsThePlannedTokensForBothWidths) {
+  for (std::size_t width : {2u, 4u}) {
+    const auto pattern = shards({1000, 257, 3000}, width, "w" + std::to_string(width));
+    LoaderOptions o;
+    o.batch = 5;
+    o.shuffle = true;
+    o.seed = 99;
+    o.ahead = 2;
+    TokenLoader loader({pattern}, 16, o);
+    EXPECT_EQ(loader.token_bytes(), width);
+    const sluice::TokenWindows windows(sluice::open_shards({pattern}), 16);
+    const sluice::BatchPlan plan(windows.count(), {5, true, 99, 0, 1, false});
+    ASSERT_EQ(loader.windows(), windows.count());
+    sluice::Stream step;
+    std::size_t checked = 0;
+    for (std::size_t i = 0; i < 2 * plan.batches_per_epoch(); ++i) {  // two epochs, across every shard boundary
+      const auto batch = loader.next(step);
+      ASSERT_EQ(batch.rows, plan.batch_rows(batch.position.batch));
+      ASSERT_EQ(to_host(batch.inputs, step), expected(windows, plan, batch.position, width, false)) << "batch " << i;
+      ASSERT_EQ(to_host(batch.targets, step), expected(windows, plan, batch.position, width, true)) << "batch " << i;
+      EXPECT_EQ(batch.last_of_epoch, batch.position.batch + 1 == plan.batches_per_epoch());
+      checked += batch.rows;
+    }
+    EXPECT_EQ(checked, 2 * windows.count());
+  }
+}
+
+TEST_F(PrefetcherTest, ASlowStepThatReadsLateSeesItsOwnBatch) {
+  // Each step spins 0.3 ms, then reads its batch: if a slot were refilled
+  // before the consumer's stream released it, a step would read a later
+  // batch. The host never waits, so the loader runs as far ahead as it may.
+  const auto pattern = shards({20'000}, 2);
+  LoaderOptions o;
+  o.batch = 8;
+  o.ahead = 1;
+  TokenLoader loader({pattern}, 64, o);
+  const sluice::TokenWindows windows(sluice::open_shards({pattern}), 64);
+  const sluice::BatchPlan plan(windows.count(), {8, false, 0, 0, 1, false});
+  const std::size_t steps = 40, per = 8 * 64;
+  sluice::Stream step;
+  sluice::DeviceBuffer<std::int32_t> seen(steps * per, step);
+  int khz = 0;
+  SLUICE_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  std::vector<LoaderState> positions;
+  for (std::size_t s = 0; s < steps; ++s) {
+    const auto batch = loader.next(step);
+    positions.push_back(batch.position);
+    spin_then_copy<<<4, 256, 0, step.get()>>>(khz * 3 / 10, batch.inputs.data(), seen.data() + s * per, batch.inputs.size());
+    SLUICE_CUDA_CHECK(cudaGetLastError());
+  }
+  std::vector<std::int32_t> host(steps * per);
+  SLUICE_CUDA_CHECK(cudaMemcpyAsync(host.data(), seen.data(), host.size() * 4, cudaMemcpyDeviceToHost, step.get()));
+  step.synchronize();
+  for (std::size_t s = 0; s < steps; ++s) {
+    const auto want = expected(windows, plan, positions[s], 2, false);
+    ASSERT_TRUE(std::equal(want.begin(), want.end(), host.begin() + static_cast<std::ptrdiff_t>(s * per))) << "step " << s;
+  }
+  const auto idle = loader.idle();
+  EXPECT_EQ(idle.steps, steps);
+  EXPECT_GE(idle.waited_ms, 0.0);
+  EXPECT_GT(idle.loop_ms, 0.0);
+  EXPECT_GE(idle.idle_fraction(), 0.0);
+  EXPECT_LE(idle.idle_fraction(), 1.0);
+}
+
+TEST_F(PrefetcherTest, ASavedStateResumesTheIdenticalBatches) {
+  const auto pattern = shards({5000, 4000}, 2);
+  LoaderOptions o;
+  o.batch = 7;
+  o.shuffle = true;
+  o.seed = 5;
+  sluice::Stream step;
+  std::vector<std::vector<std::int32_t>> straight;
+  LoaderState saved;
+  {
+    TokenLoader loader({pattern}, 32, o);
+    for (int i = 0; i < 30; ++i) {
+      if (i == 17) saved = loader.state();
+      straight.push_back(to_host(loader.next(step).inputs, step));
+    }
+  }
+  o.start = saved;
+  TokenLoader resumed({pattern}, 32, o);
+  for (int i = 17; i < 30; ++i)
+    ASSERT_EQ(to_host(resumed.next(step).inputs, step), straight[static_cast<std::size_t>(i)]) << "batch " << i;
+}
+
+TEST_F(PrefetcherTest, RanksGetDisjointWindows) {
+  const auto pattern = shards({3000}, 2);
+  sluice::Stream step;
+  std::vector<std::int32_t> firsts;
+  for (std::size_t rank = 0; rank < 3; ++rank) {
+    LoaderOptions o;
+    o.batch = 4;
+    o.shuffle = true;
+    o.seed = 1;
+    o.rank = rank;
+    o.world = 3;
+    TokenLoader loader({pattern}, 10, o);
+    for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
+      const auto rows = to_host(loader.next(step).inputs, step);
+      for (std::size_t r = 0; r * 10 < rows.size(); ++r) firsts.push_back(rows[r * 10]);
+    }
+  }
+  // The first token of a window identifies it here (position * 7 + 1 is distinct per window).
+  std::sort(firsts.begin(), firsts.end());
+  EXPECT_EQ(std::adjacent_find(firsts.begin(), firsts.end()), firsts.end());
+  EXPECT_EQ(firsts.size(), (3000 - 1) / 10);
+}
+
+TEST_F(PrefetcherTest, AShardTruncatedMidEpochNamesFileAndOffset) {
+  const auto pattern = shards({20'000}, 2);
+  const std::string file = (dir_ / "shard_0.bin").string();
+  LoaderOptions o;
+  o.batch = 16;
+  o.ahead = 1;
+  TokenLoader loader({pattern}, 64, o);
+  sluice::Stream step;
+  loader.next(step);
+  std::filesystem::resize_file(file, 1024 + 2 * 5000);  // windows past token 5000 are gone
+  try {
+    for (int i = 0; i < 100; ++i) loader.next(step);
+    FAIL() << "a short read went unnoticed";
+  } catch (const sluice::ShardError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("shard_0.bin: read of 130 bytes at offset"), std::string::npos) << what;
+    EXPECT_NE(what.find("ended early"), std::string::npos) << what;
+  }
+}
+
+TEST_F(PrefetcherTest, DestroyedWithBatchesInFlightJoinsAndLeaksNothing) {
+  const auto pattern = shards({50'000}, 2);
+  sluice::Stream step;
+  for (int round = 0; round < 5; ++round) {
+    LoaderOptions o;
+    o.batch = 32;
+    o.ahead = 4;
+    TokenLoader loader({pattern}, 128, o);
+    loader.next(step);
+    loader.next(step);
+  }  // readers and copies in flight: the destructor stops and waits
+  step.synchronize();
+}
+
+TEST_F(PrefetcherTest, BatchesThatCannotFitAreRefusedBeforeTheFirst) {
+  const auto pattern = shards({5000}, 2);
+  LoaderOptions o;
+  o.batch = std::size_t{1} << 32;  // 4 billion rows
+  o.drop_last = false;
+  EXPECT_THROW(TokenLoader({pattern}, 16, o), std::invalid_argument);
+  o.batch = 1;
+  o.ahead = 0;
+  EXPECT_THROW(TokenLoader({pattern}, 16, o), std::invalid_argument);
+}
+
+TEST_F(PrefetcherTest, RecordsComeOverAsTheyAre) {
+  const std::string file = (dir_ / "records.bin").string();
+  const std::size_t record = 12, count = 1000;
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << std::string(64, 'h');  // a header
+    for (std::size_t r = 0; r < count; ++r)
+      for (std::size_t b = 0; b < record; ++b) out.put(static_cast<char>((r * 31 + b) % 251));
+  }
+  LoaderOptions o;
+  o.batch = 9;
+  o.shuffle = true;
+  o.seed = 3;
+  sluice::RecordLoader loader(file, record, o, 64);
+  EXPECT_EQ(loader.records(), count);
+  const sluice::BatchPlan plan(count, {9, true, 3, 0, 1, false});
+  sluice::Stream step;
+  for (std::size_t i = 0; i < plan.batches_per_epoch(); ++i) {
+    const auto batch = loader.next(step);
+    std::vector<std::byte> host(batch.records.size());
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(host.data(), batch.records.data(), host.size(), cudaMemcpyDeviceToHost, step.get()));
+    step.synchronize();
+    for (std::size_t r = 0; r < batch.rows; ++r) {
+      const std::size_t item = plan.item(batch.position.epoch, batch.position.batch, r);
+      for (std::size_t b = 0; b < record; ++b)
+        ASSERT_EQ(static_cast<int>(host[r * record + b]), static_cast<int>((item * 31 + b) % 251)) << "batch " << i;
+    }
+  }
+}
