@@ -16,6 +16,12 @@ DemoResult make_result(std::string name, std::string question, std::vector<std::
   return r;
 }
 
+DemoResult skipped_result(std::string name, std::string question, std::string why) {
+  DemoResult r = make_result(std::move(name), std::move(question), {});
+  r.skipped = std::move(why);
+  return r;
+}
+
 std::string fixed(double value, int decimals) { return fmt::format("{:.{}f}", value, decimals); }
 
 std::size_t size_or(const DemoOptions& o, std::size_t fallback) { return o.size > 0 ? o.size : fallback; }
@@ -23,6 +29,7 @@ int repeats_or(const DemoOptions& o, int fallback) { return o.repeats > 0 ? o.re
 
 std::string demo_text(const DemoResult& r) {
   std::string out = fmt::format("== {}: {}\n", r.name, r.question);
+  if (!r.skipped.empty()) return out + "skipped: " + r.skipped + "\n";
   if (!r.header.empty()) {
     tools::TextTable table(r.header);
     for (const auto& row : r.rows) table.add_row(row);
@@ -47,6 +54,7 @@ std::string demos_json(const std::vector<DemoResult>& results, int indent) {
                    {"rows", rows},
                    {"figures", r.figures},
                    {"verified", r.verified},
+                   {"skipped", r.skipped},
                    {"verification", r.verification},
                    {"conclusion", r.conclusion}});
   }

@@ -25,6 +25,7 @@ struct DemoResult {
   std::vector<std::vector<std::string>> rows;
   std::map<std::string, double> figures;  // the key numbers, for --json
   bool verified = false;
+  std::string skipped;  // why the demo could not run here (too few GPUs, no NCCL); empty when it ran
   std::string verification;  // what was checked, or what failed
   std::string conclusion;
   std::vector<Trace> traces;  // timelines of the runs compared, where the demo records them
@@ -44,6 +45,7 @@ std::string demos_json(const std::vector<DemoResult>& results, int indent = 2);
 
 // Helpers the demos share.
 DemoResult make_result(std::string name, std::string question, std::vector<std::string> header);
+DemoResult skipped_result(std::string name, std::string question, std::string why);
 std::string fixed(double value, int decimals);
 std::size_t size_or(const DemoOptions& options, std::size_t fallback);
 int repeats_or(const DemoOptions& options, int fallback);

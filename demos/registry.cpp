@@ -14,6 +14,9 @@ DemoResult run_callbacks(const DemoOptions&);
 DemoResult run_default_stream(const DemoOptions&);
 DemoResult run_unified_memory(const DemoOptions&);
 DemoResult run_copy_engines(const DemoOptions&);
+DemoResult run_prefetch(const DemoOptions&);
+DemoResult run_nccl_overlap(const DemoOptions&);
+DemoResult run_pipeline_parallel(const DemoOptions&);
 
 const std::vector<DemoInfo>& all_demos() {
   static const std::vector<DemoInfo> demos{
@@ -27,6 +30,10 @@ const std::vector<DemoInfo>& all_demos() {
       {"default-stream", "what does the legacy default stream, or cudaFree, do to overlap?", run_default_stream},
       {"unified-memory", "what does managed memory cost, with and without prefetch?", run_unified_memory},
       {"copy-engines", "do H2D and D2H run at the same time?", run_copy_engines},
+      {"prefetch", "can a training step start the moment the last one ends?", run_prefetch},
+      {"nccl-overlap", "can the gradient all-reduce hide behind the backward pass?", run_nccl_overlap},
+      {"pipeline-parallel", "do micro-batches keep every stage of a model split across GPUs busy?",
+       run_pipeline_parallel},
   };
   return demos;
 }

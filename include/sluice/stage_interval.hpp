@@ -7,7 +7,8 @@
 namespace sluice {
 
 // One lane per engine, as a profiler draws them.
-enum class Lane { stage_in, h2d, compute, d2h, stage_out };
+// `peer` is GPU-to-GPU traffic: peer copies and collectives.
+enum class Lane { stage_in, h2d, compute, d2h, stage_out, peer };
 
 constexpr std::string_view to_string(Lane lane) {
   switch (lane) {
@@ -16,6 +17,7 @@ constexpr std::string_view to_string(Lane lane) {
     case Lane::compute: return "compute";
     case Lane::d2h: return "D2H copy";
     case Lane::stage_out: return "host stage-out";
+    case Lane::peer: return "GPU-GPU";
   }
   return "unknown";
 }
@@ -27,6 +29,7 @@ struct StageInterval {
   double end_ms = 0;
   std::size_t bytes = 0;
   int stream = 0;  // which stream of that lane (several compute streams)
+  int device = -1; // which GPU, where a timeline shows several; -1: not named
   double duration_ms() const { return end_ms - start_ms; }
 };
 

@@ -26,6 +26,14 @@ class TraceRecorder {
     mark.stop.record(stream);
   }
 
+  // The same in two calls, for work not enqueued by one call of its own
+  // (NCCL's grouped calls enqueue at ncclGroupEnd): start() before, stop() after.
+  std::size_t start(StreamView stream, Lane lane, std::size_t chunk, std::size_t bytes, int stream_index) {
+    marks_.emplace_back(lane, chunk, bytes, stream_index).start.record(stream);
+    return marks_.size() - 1;
+  }
+  void stop(std::size_t mark, StreamView stream) { marks_[mark].stop.record(stream); }
+
   // Waits for the recorded work and returns its intervals, in ms from time zero.
   std::vector<StageInterval> intervals() const;
 

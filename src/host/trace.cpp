@@ -47,7 +47,7 @@ TraceStats analyze(const Trace& trace, double min_gap_ms) {
   TraceStats stats;
   stats.span_ms = trace.span_ms();
   std::vector<std::vector<Span>> busy_by_lane;
-  for (Lane lane : {Lane::stage_in, Lane::h2d, Lane::compute, Lane::d2h, Lane::stage_out}) {
+  for (Lane lane : {Lane::stage_in, Lane::h2d, Lane::compute, Lane::d2h, Lane::stage_out, Lane::peer}) {
     std::vector<Span> spans;
     for (const auto& i : trace.intervals)
       if (i.lane == lane && i.end_ms > i.start_ms) spans.emplace_back(i.start_ms, i.end_ms);

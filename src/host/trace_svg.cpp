@@ -36,6 +36,7 @@ const char* color(Lane lane) {
     case Lane::compute: return "#2ca02c";
     case Lane::d2h: return "#ff7f0e";
     case Lane::stage_out: return "#b15928";
+    case Lane::peer: return "#d62728";
   }
   return "#777777";
 }
