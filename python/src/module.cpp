@@ -1,0 +1,291 @@
+// sluice._sluice: the C++ library under `import sluice`. The Python package
+// (python/sluice/__init__.py) turns arrays into spans and device memory into
+// torch tensors; this module keeps to pointers, sizes and capsules.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+#include "dlpack.hpp"
+#include "sluice/device.hpp"
+#include "sluice/error.hpp"
+#include "sluice/file_io.hpp"
+#include "sluice/pipeline.hpp"
+#include "sluice/pointer_query.hpp"
+#include "sluice/prefetcher.hpp"
+#include "sluice/token_shard.hpp"
+#include "sluice/trace.hpp"
+#include "sluice/trace_chrome.hpp"
+#include "sluice/trace_svg.hpp"
+
+namespace py = pybind11;
+
+namespace sluice::python {
+
+namespace {
+
+// A Python object that may be destroyed from any thread: it takes the GIL to go.
+class HeldObject {
+ public:
+  explicit HeldObject(py::object o) : o_(std::make_shared<py::object>(std::move(o))) {}
+  ~HeldObject() = default;
+  const py::object& get() const { return *o_; }
+  static std::shared_ptr<py::object> hold(py::object o) {
+    return {new py::object(std::move(o)), [](py::object* p) {
+              py::gil_scoped_acquire gil;
+              delete p;
+            }};
+  }
+
+ private:
+  std::shared_ptr<py::object> o_;
+};
+
+// What the compute callable is given of a chunk, before the Python side makes tensors of it.
+struct ChunkInfo {
+  std::size_t index, count, begin, end;
+  std::uintptr_t stream;
+  std::vector<std::uintptr_t> slots;
+};
+
+SpanRole role_of(const std::string& role) {
+  if (role == "input") return SpanRole::input;
+  if (role == "output") return SpanRole::output;
+  if (role == "inout") return SpanRole::inout;
+  throw std::invalid_argument("span role must be input, output or inout, not '" + role + "'");
+}
+
+HostMemoryPolicy policy_of(const std::string& policy) {
+  if (policy == "stage") return HostMemoryPolicy::stage;
+  if (policy == "register") return HostMemoryPolicy::register_memory;
+  if (policy == "automatic") return HostMemoryPolicy::automatic;
+  throw std::invalid_argument("host_memory must be 'stage', 'register' or 'automatic', not '" + policy + "'");
+}
+
+py::dict bound_dict(const Bound& b) {
+  py::dict terms;
+  for (const auto& t : b.terms) terms[py::str(t.name)] = t.ms;
+  py::dict d;
+  d["ms"] = b.ms;
+  d["limiter"] = b.limiter;
+  d["terms"] = terms;
+  return d;
+}
+
+void bind_pipeline(py::module_& m) {
+  py::class_<ChunkInfo>(m, "_ChunkInfo")
+      .def_readonly("index", &ChunkInfo::index)
+      .def_readonly("count", &ChunkInfo::count)
+      .def_readonly("begin", &ChunkInfo::begin)
+      .def_readonly("end", &ChunkInfo::end)
+      .def_readonly("stream", &ChunkInfo::stream)
+      .def_readonly("slots", &ChunkInfo::slots);
+
+  py::class_<RunReport>(m, "RunReport", "What one pipeline run did: times, bytes, the bound and the timeline.")
+      .def_readonly("item_count", &RunReport::item_count)
+      .def_readonly("chunk_items", &RunReport::chunk_items)
+      .def_readonly("chunk_count", &RunReport::chunk_count)
+      .def_readonly("depth", &RunReport::depth)
+      .def_readonly("wall_ms", &RunReport::wall_ms)
+      .def_readonly("notes", &RunReport::notes)
+      .def_property_readonly("bound", [](const RunReport& r) -> py::object {
+        return r.bound ? py::object(bound_dict(*r.bound)) : py::object(py::none());
+      })
+      .def_property_readonly("efficiency", &RunReport::efficiency)
+      .def_property_readonly("volume", [](const RunReport& r) {
+        py::dict d;
+        d["h2d_bytes"] = r.volume.h2d_bytes;
+        d["d2h_bytes"] = r.volume.d2h_bytes;
+        d["staged_in_bytes"] = r.volume.staged_in_bytes;
+        d["staged_out_bytes"] = r.volume.staged_out_bytes;
+        d["read_bytes"] = r.volume.read_bytes;
+        d["written_bytes"] = r.volume.written_bytes;
+        d["kernel_ms"] = r.volume.kernel_ms;
+        return d;
+      })
+      .def_property_readonly("intervals", [](const RunReport& r) {
+        py::list out;
+        for (const auto& i : r.intervals)
+          out.append(py::make_tuple(std::string(to_string(i.lane)), i.chunk, i.start_ms, i.end_ms, i.bytes, i.stream));
+        return out;
+      })
+      .def("__repr__", [](const RunReport& r) {
+        std::string text = "RunReport(" + std::to_string(r.chunk_count) + " chunks, " + std::to_string(r.wall_ms) + " ms";
+        if (r.bound) text += ", bound " + std::to_string(r.bound->ms) + " ms (" + r.bound->limiter + ")";
+        return text + ")";
+      });
+
+  py::class_<Pipeline>(m, "_Pipeline")
+      .def(py::init([](std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,
+                       unsigned compute_streams, unsigned staging_threads, const std::string& host_memory, int priority,
+                       bool record, bool report_bound, std::optional<int> device) {
+             PipelineOptions o;
+             o.chunk_items = chunk_items;
+             o.first_chunk_items = first_chunk_items;
+             o.ramp = ramp;
+             o.depth = depth;
+             o.compute_streams = compute_streams;
+             o.staging_threads = staging_threads;
+             o.host_memory = policy_of(host_memory);
+             o.priority = priority;
+             o.record = record;
+             o.report_bound = report_bound;
+             o.device = device;
+             return Pipeline(o);
+           }),
+           py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("depth"), py::arg("compute_streams"),
+           py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"), py::arg("record"),
+           py::arg("report_bound"), py::arg("device"))
+      .def_property_readonly("device", &Pipeline::device)
+      .def("add_host",
+           [](Pipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role) {
+             return p.add_host(reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
+           })
+      .def("rebind",
+           [](Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items) {
+             p.rebind_host(span, reinterpret_cast<const void*>(data), items);
+           })
+      .def("compute",
+           [](Pipeline& p, py::object fn) {
+             auto held = HeldObject::hold(std::move(fn));
+             p.compute([held](const Chunk& c) {
+               py::gil_scoped_acquire gil;  // held only while the callable runs
+               ChunkInfo info{c.index, c.count, c.items.begin, c.items.end, reinterpret_cast<std::uintptr_t>(c.stream.get()), {}};
+               for (const auto& slot : c.slots) info.slots.push_back(reinterpret_cast<std::uintptr_t>(slot.data));
+               (*held)(info);
+             });
+           })
+      .def("on_chunk_done",
+           [](Pipeline& p, py::object fn) {
+             auto held = HeldObject::hold(std::move(fn));
+             p.on_chunk_done([held](std::size_t index, ItemRange items) {
+               py::gil_scoped_acquire gil;
+               (*held)(index, items.begin, items.end);
+             });
+           })
+      .def("clear_spans", [](Pipeline& p) { p.clear_spans(); })
+      .def(
+          "run",
+          [](Pipeline& p, std::optional<std::uintptr_t> stream) {
+            py::gil_scoped_release release;  // the compute callable takes it back while it runs
+            if (stream) return p.run(StreamView(reinterpret_cast<cudaStream_t>(*stream)));
+            return p.run();
+          },
+          py::arg("stream") = py::none());
+}
+
+py::tuple token_batch(const TokenBatch& b, int device, py::object owner) {
+  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(b.rows), static_cast<std::int64_t>(b.seq)};
+  const DLDataType i32{0, 32, 1};
+  return py::make_tuple(device_capsule(const_cast<std::int32_t*>(b.inputs.data()), device, shape, i32, owner),
+                        device_capsule(const_cast<std::int32_t*>(b.targets.data()), device, shape, i32, owner),
+                        b.position.epoch, b.position.batch, b.last_of_epoch);
+}
+
+py::dict idle_dict(const IdleReport& r) {
+  py::dict d;
+  d["steps"] = r.steps;
+  d["fill_ms"] = r.fill_ms;
+  d["waited_ms"] = r.waited_ms;
+  d["loop_ms"] = r.loop_ms;
+  d["idle_fraction"] = r.idle_fraction();
+  return d;
+}
+
+LoaderOptions loader_options(std::size_t batch, bool shuffle, std::uint64_t seed, std::size_t rank, std::size_t world,
+                             bool drop_last, std::size_t ahead, unsigned threads, std::optional<int> device,
+                             std::uint64_t epoch, std::size_t start_batch) {
+  LoaderOptions o;
+  o.batch = batch;
+  o.shuffle = shuffle;
+  o.seed = seed;
+  o.rank = rank;
+  o.world = world;
+  o.drop_last = drop_last;
+  o.ahead = ahead;
+  o.threads = threads;
+  o.device = device;
+  o.start = {epoch, start_batch};
+  return o;
+}
+
+// A loader and the device it runs on, as one Python object.
+struct PyTokenLoader {
+  TokenLoader loader;
+  int device;
+};
+
+void bind_loaders(py::module_& m) {
+  py::class_<PyTokenLoader>(m, "_TokenLoader")
+      .def(py::init([](const std::vector<std::string>& files, std::size_t seq, std::size_t batch, bool shuffle,
+                       std::uint64_t seed, std::size_t rank, std::size_t world, bool drop_last, std::size_t ahead,
+                       unsigned threads, std::optional<int> device, std::uint64_t epoch, std::size_t start_batch) {
+             int current = 0;
+             SLUICE_CUDA_CHECK(cudaGetDevice(&current));
+             const LoaderOptions o =
+                 loader_options(batch, shuffle, seed, rank, world, drop_last, ahead, threads, device, epoch, start_batch);
+             return std::make_unique<PyTokenLoader>(PyTokenLoader{TokenLoader(files, seq, o), device.value_or(current)});
+           }),
+           py::arg("files"), py::arg("seq"), py::arg("batch"), py::arg("shuffle"), py::arg("seed"), py::arg("rank"),
+           py::arg("world"), py::arg("drop_last"), py::arg("ahead"), py::arg("threads"), py::arg("device"),
+           py::arg("epoch"), py::arg("start_batch"))
+      .def("next",
+           [](py::object self, std::uintptr_t stream) {
+             auto& l = self.cast<PyTokenLoader&>();
+             TokenBatch b;
+             {
+               py::gil_scoped_release release;  // waits on the reader thread at most, never on the device
+               b = l.loader.next(StreamView(reinterpret_cast<cudaStream_t>(stream)));
+             }
+             return token_batch(b, l.device, self);
+           })
+      .def("state", [](const PyTokenLoader& l) {
+        const LoaderState s = l.loader.state();
+        return py::make_tuple(s.epoch, s.batch);
+      })
+      .def("idle", [](const PyTokenLoader& l) {
+        py::gil_scoped_release release;
+        const IdleReport r = l.loader.idle();
+        py::gil_scoped_acquire gil;
+        return idle_dict(r);
+      })
+      .def_property_readonly("batches_per_epoch", [](const PyTokenLoader& l) { return l.loader.batches_per_epoch(); })
+      .def_property_readonly("windows", [](const PyTokenLoader& l) { return l.loader.windows(); });
+}
+
+}  // namespace
+
+}  // namespace sluice::python
+
+PYBIND11_MODULE(_sluice, m) {
+  using namespace sluice;
+  using namespace sluice::python;
+  m.doc() = "sluice's C++ core: see the sluice package";
+  py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
+  py::register_exception<IoError>(m, "IoError", PyExc_OSError);
+  py::register_exception<ShardError>(m, "ShardError", PyExc_ValueError);
+  m.def("device_count", &Device::count);
+  m.def("unavailable_reason", &Device::unavailable_reason);
+  m.def("memory_kind", [](std::uintptr_t ptr, std::size_t bytes) {
+    return std::string(to_string(memory_kind(reinterpret_cast<const void*>(ptr), bytes)));
+  });
+  m.def("device_view",
+        [](std::uintptr_t data, int device, const std::vector<std::int64_t>& shape, const std::string& type, py::object owner) {
+          return device_capsule(reinterpret_cast<void*>(data), device, shape, dl_type(type), std::move(owner));
+        });
+  m.def("write_timeline", [](const std::string& path, const std::vector<RunReport>& reports, const std::vector<std::string>& titles,
+                             const std::string& format) {
+    std::vector<Trace> traces;
+    for (std::size_t i = 0; i < reports.size(); ++i)
+      traces.push_back(make_trace(i < titles.size() ? titles[i] : "run " + std::to_string(i), reports[i]));
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    out << (format == "svg" ? timeline_svg(traces) : chrome_trace_json(traces) + "\n");
+  });
+  bind_pipeline(m);
+  bind_loaders(m);
+}
