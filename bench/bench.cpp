@@ -13,6 +13,7 @@
 #include "sluice/error.hpp"
 #include "sluice/fixed_costs.hpp"
 #include "sluice/staging_pool.hpp"
+#include "sluice/staging_rates.hpp"
 
 namespace sluice::bench {
 
@@ -235,9 +236,17 @@ BenchResult run_bench(const BenchOptions& options, const std::function<void(cons
   result.repeats = options.repeats;
   result.link = link_rates(options.device);
   result.fixed = measure_fixed_costs(options.device);
+  {
+    // The model's cost of a run itself: a one-item run, less its copies and launch.
+    workloads::Problem one(workloads::parse_workload("copy"), 1, Problem::Memory::pinned);
+    Pipeline p = workloads::make_pipeline(one, options.pipeline);
+    const auto samples = workloads::measure_row("one item", one, true, 20, [&] { p.run(); });
+    result.fixed.run_ms = std::max(0.0, samples.ms.median - 2 * result.fixed.copy_ms - result.fixed.launch_ms);
+  }
   if (options.host_rows || options.file_bytes > 0) {
     StagingPool pool(options.pipeline.staging_threads);
-    result.host = host_copy_rates(pool);
+    result.host_idle_link = host_copy_rates(pool);
+    result.host = staging_rates(options.device, pool);
   }
   CaseRunner runner(result, options, progress);
   if (!options.torch_peer.empty() && !options.workloads.empty()) {

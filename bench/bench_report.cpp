@@ -95,8 +95,10 @@ std::string bench_text(const BenchResult& r) {
   out += fmt::format("link at its best: H2D {:.1f}, D2H {:.1f}, both ways {:.1f} GB/s", r.link.h2d_gbps, r.link.d2h_gbps,
                      r.link.both_gbps);
   if (r.host.threads > 0)
-    out += fmt::format("; host staging ({} threads): in {:.1f}, out {:.1f}, both {:.1f} GB/s", r.host.threads,
-                       r.host.stage_in_gbps, r.host.stage_out_gbps, r.host.both_gbps);
+    out += fmt::format("\nhost staging ({} threads) while the link streams: in {:.1f}, out {:.1f}, both {:.1f} GB/s "
+                       "(link idle: {:.1f}, {:.1f}, {:.1f})",
+                       r.host.threads, r.host.stage_in_gbps, r.host.stage_out_gbps, r.host.both_gbps,
+                       r.host_idle_link.stage_in_gbps, r.host_idle_link.stage_out_gbps, r.host_idle_link.both_gbps);
   out += "\n\n";
   tools::TextTable table(
       {"workload", "size", "method", "ms", "GB/s", "vs sync", "bound ms", "set by", "efficiency", "model ms", "error", "verified"});

@@ -28,7 +28,8 @@ struct BenchResult {
   DeviceInfo device;
   int repeats = 0;
   LinkRates link;
-  HostCopyRates host;
+  HostCopyRates host;            // staging rates while the copy engines stream: the bound's host term
+  HostCopyRates host_idle_link;  // the same with the link idle, for comparison
   FixedCosts fixed;
   std::vector<BenchCase> cases;
   std::vector<MeasuredRow> rows;

@@ -6,7 +6,8 @@
 //    direction), measured once per device;
 //  - the kernel: the workload alone over the same data, the faster of one
 //    launch over all of it and 16 MiB pieces back to back on one stream;
-//  - the host (pageable rows): the staging threads' copy rates, measured once.
+//  - the host (pageable rows): the staging threads' copy rates, measured once
+//    while the copy engines stream (staging_rates.hpp).
 #include "sluice/bound.hpp"
 #include "sluice/staging_pool.hpp"
 #include "workload.hpp"

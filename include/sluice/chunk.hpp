@@ -19,6 +19,7 @@
 namespace sluice {
 
 class Pipeline;
+class MultiPipeline;
 
 // A span added to a pipeline, remembering its item type: const T for
 // inputs, T for outputs and inout spans. Cheap to copy into a lambda.
@@ -30,11 +31,17 @@ class SpanHandle {
 
  private:
   friend class Pipeline;
+  friend class MultiPipeline;
   friend struct Chunk;
   SpanHandle(std::size_t index, std::uint64_t generation) : index_(index), generation_(generation) {}
   std::size_t index_ = 0;
   std::uint64_t generation_ = 0;  // which pipeline, and which set of spans in it
 };
+
+namespace detail {
+// A new identity for a set of spans: handles remember it, chunks check it.
+std::uint64_t new_span_generation();
+}  // namespace detail
 
 // One span's slot on the device for this chunk.
 struct DeviceSlot {

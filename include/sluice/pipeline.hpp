@@ -130,8 +130,10 @@ class Pipeline {
   }
 
   // For language bindings, whose item types are known only at run time:
-  // returns the span's position (Chunk::device, Chunk::slots).
+  // returns the span's position (Chunk::device, Chunk::slots); rebind_host
+  // points that span at other memory with items of the same size.
   std::size_t add_host(const void* data, std::size_t items, std::size_t item_bytes, SpanRole role);
+  void rebind_host(std::size_t span, const void* data, std::size_t items);
 
   Pipeline& compute(ComputeFn fn);
   Pipeline& on_chunk_done(ChunkDoneFn fn);

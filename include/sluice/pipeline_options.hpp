@@ -17,9 +17,11 @@ enum class HostMemoryPolicy {
   // the same memory is streamed more than once. Throws before any work when
   // the memory cannot be registered.
   register_memory,
-  // Stage the first run over a span while registering it on one background
-  // thread; once registered, later runs over the same span copy directly.
-  // Spans larger than a quarter of physical memory are only staged.
+  // Stage the first run over a span, then register it in the background
+  // once that run is over; later runs copy directly (a run that starts while
+  // the registration is still going waits for it: registering during a run
+  // would stall the run's own CUDA calls). Spans larger than a quarter of
+  // physical memory are only staged.
   automatic,
 };
 // Registered spans stay registered until clear_spans(), rebind() of that
@@ -46,7 +48,8 @@ struct PipelineOptions {
   // the SMs the tail of the previous one leaves idle: only for kernels that
   // carry no state from chunk to chunk.
   unsigned compute_streams = 1;
-  // Host threads that stage pageable spans and serve sources and sinks; 0: one per hardware thread.
+  // Host threads that stage pageable spans and serve sources and sinks; 0:
+  // StagingPool::default_thread_count() (two fewer than the hardware threads).
   unsigned staging_threads = 0;
   HostMemoryPolicy host_memory = HostMemoryPolicy::automatic;
   // CUDA stream priority of the pipeline's streams (lower is more urgent).

@@ -3,6 +3,7 @@
 #if __cplusplus < 202002L
 #error "sluice needs C++20: in CMake, link sluice::sluice (which asks for it) and set no older CXX_STANDARD or CUDA_STANDARD"
 #endif
+#include "sluice/batch_plan.hpp"
 #include "sluice/bound.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/chunk.hpp"
@@ -29,6 +30,7 @@
 #include "sluice/pipeline.hpp"
 #include "sluice/pipeline_options.hpp"
 #include "sluice/pointer_query.hpp"
+#include "sluice/prefetcher.hpp"
 #include "sluice/probe.hpp"
 #include "sluice/probe_result.hpp"
 #include "sluice/run_report.hpp"
@@ -37,3 +39,6 @@
 #include "sluice/stats.hpp"
 #include "sluice/stream.hpp"
 #include "sluice/stream_view.hpp"
+#include "sluice/token_shard.hpp"
+#include "sluice/token_windows.hpp"
+#include "sluice/tuner.hpp"

@@ -65,8 +65,8 @@ class StagingPool {
   // Copies with every thread (memcpy; see copy_streaming for the stores that bypass the cache).
   void copy(void* dst, const void* src, std::size_t bytes);
 
-  // One thread per hardware thread: copies kept scaling to 16 threads on the
-  // 16-core test host.
+  // Two fewer than the hardware threads (all of them on 4 or fewer), leaving
+  // the threads that feed the GPU a core each.
   static unsigned default_thread_count();
   static constexpr std::size_t default_piece_bytes = std::size_t{1} << 20;
 

@@ -48,11 +48,13 @@ class SpanRegistration {
   SpanRegistration(const SpanRegistration&) = delete;
   SpanRegistration& operator=(const SpanRegistration&) = delete;
 
-  // Registers [data, data + bytes) now, on `threads` threads. Throws CudaError when the driver refuses.
-  void register_now(const void* data, std::size_t bytes, bool read_only, int device, unsigned threads);
+  // Registers [data, data + bytes) now. Throws CudaError when the driver refuses.
+  void register_now(const void* data, std::size_t bytes, bool read_only, int device);
   // Queues the registration on `registrar` (one background thread); failures are kept, not thrown.
   void register_in_background(StagingPool& registrar, const void* data, std::size_t bytes, bool read_only, int device);
   bool started() const { return started_; }
+  // Until a background registration has finished (successfully or not).
+  void wait() const;
   // True once every piece is registered (a background registration has finished without error).
   bool complete() const { return complete_.load(); }
   // Why a background registration failed, or empty.
@@ -61,7 +63,7 @@ class SpanRegistration {
   void release();
 
  private:
-  void register_pieces(const void* data, std::size_t bytes, bool read_only, int device, unsigned threads);
+  void register_pieces(const void* data, std::size_t bytes, bool read_only, int device);
   std::vector<HostRegistration> pieces_;
   StagingPool::Ticket background_;
   bool started_ = false;
@@ -83,6 +85,7 @@ struct SpanRecord {
   HostPath path = HostPath::dma;
   std::vector<MemoryExtent> extents;  // dma: where copies must be cut
   std::size_t runs = 0;               // runs over this memory, for the automatic policy
+  bool register_after_run = false;    // automatic: staged this run, registered once it ends
 
   bool copied_in() const { return role != SpanRole::output; }
   bool copied_out() const { return role != SpanRole::input; }

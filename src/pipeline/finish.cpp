@@ -6,7 +6,7 @@
 #include "run_state.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file_io.hpp"
-#include "sluice/host_rates.hpp"
+#include "sluice/staging_rates.hpp"
 #include "sluice/link_rates.hpp"
 
 namespace sluice {
@@ -58,6 +58,12 @@ RunReport Submission::State::finish() {
       } catch (...) {
       }
   e.slots_filled = !failed && plan.chunk_count() > 0;
+  // The automatic policy registers what this run staged, now that it is over.
+  for (auto& s : e.spans)
+    if (!failed && s.register_after_run && !s.registration) {
+      s.registration = std::make_unique<detail::SpanRegistration>();
+      s.registration->register_in_background(e.registration_queue(), s.host, s.bytes(), s.role == SpanRole::input, e.device);
+    }
   e.busy = false;
 
   if (failed) {
@@ -110,7 +116,7 @@ RunReport Submission::State::finish() {
   if (e.options.report_bound && plan.chunk_count() > 0) {
     EngineRates rates = with_link({}, link_rates(e.device));
     if (report.volume.staged_in_bytes > 0 || report.volume.staged_out_bytes > 0) {
-      const HostCopyRates host = host_copy_rates(e.staging_pool());
+      const HostCopyRates host = staging_rates(e.device, e.staging_pool());
       rates.stage_in_gbps = host.stage_in_gbps;
       rates.stage_out_gbps = host.stage_out_gbps;
       rates.stage_both_gbps = host.both_gbps;

@@ -9,12 +9,14 @@
 
 namespace sluice {
 
-namespace {
-
-std::uint64_t next_generation() {
+std::uint64_t detail::new_span_generation() {
   static std::atomic<std::uint64_t> counter{0};
   return ++counter;
 }
+
+namespace {
+
+std::uint64_t next_generation() { return detail::new_span_generation(); }
 
 void refuse_while_running(const Pipeline::Engine& e, const char* what) {
   if (e.busy) throw std::logic_error(std::string("cannot ") + what + " while a run is in flight");
@@ -193,6 +195,11 @@ void Pipeline::rebind_host(std::size_t index, std::uint64_t generation, const vo
   span.host = static_cast<std::byte*>(const_cast<void*>(data));
   span.items = items;
   span.runs = 0;
+}
+
+void Pipeline::rebind_host(std::size_t span, const void* data, std::size_t items) {
+  if (!engine_) throw std::logic_error("use of a moved-from Pipeline");
+  rebind_host(span, engine_->generation, data, items, true);
 }
 
 Pipeline& Pipeline::compute(ComputeFn fn) {

@@ -98,13 +98,14 @@ void Pipeline::Engine::classify_spans(std::vector<std::string>& notes) {
       continue;
     }
     const bool read_only = s.role == SpanRole::input;
+    s.register_after_run = false;
     switch (options.host_memory) {
       case HostMemoryPolicy::stage: s.path = HostPath::staged; break;
       case HostMemoryPolicy::register_memory:
         if (!s.registration) {
           s.registration = std::make_unique<detail::SpanRegistration>();
           try {
-            s.registration->register_now(s.host, s.bytes(), read_only, device, std::min(4u, staging_thread_count()));
+            s.registration->register_now(s.host, s.bytes(), read_only, device);
           } catch (const CudaError& e) {
             s.registration.reset();
             throw std::invalid_argument(s.describe(k) + " cannot be registered (HostMemoryPolicy::register_memory): " +
@@ -114,7 +115,11 @@ void Pipeline::Engine::classify_spans(std::vector<std::string>& notes) {
         s.path = HostPath::dma;
         break;
       case HostMemoryPolicy::automatic:
-        if (ours) {
+        // Registering while a run is in flight would hold up every CUDA call
+        // of the run (the driver serializes them): it happens between runs,
+        // and a run that starts while it is still going waits for it.
+        if (s.registration && s.registration->started()) s.registration->wait();
+        if (s.registration && s.registration->complete()) {
           s.path = HostPath::dma;
           break;
         }
@@ -125,8 +130,7 @@ void Pipeline::Engine::classify_spans(std::vector<std::string>& notes) {
             notes.push_back(s.describe(k) + " stays staged: it is larger than a quarter of physical memory");
             s.registration = std::make_unique<detail::SpanRegistration>();  // marks the decision as made
           } else {
-            s.registration = std::make_unique<detail::SpanRegistration>();
-            s.registration->register_in_background(registration_queue(), s.host, s.bytes(), read_only, device);
+            s.register_after_run = true;
           }
         } else if (const std::string why = s.registration->failure(); !why.empty()) {
           notes.push_back(s.describe(k) + " stays staged: registering it failed: " + why);

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "bench.hpp"
+#include "loader_bench.hpp"
+#include "multi_gpu_bench.hpp"
 #include "commands.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device.hpp"
@@ -31,6 +33,9 @@ Action add_bench_command(CLI::App& app) {
     std::string file_size;
     bool no_host_rows = false;
     bool json = false;
+    bool loader = false;
+    bool multi_gpu = false;
+    bench::LoaderBenchOptions loader_options;
     TraceOutput traces;
   };
   auto args = std::make_shared<Args>();
@@ -51,11 +56,33 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--file-dir", args->options.file_dir, "where the file is made")->capture_default_str();
   cmd->add_flag("--keep-file", args->options.keep_file, "keep the file afterwards");
   cmd->add_flag("--json", args->json, "print JSON instead of a table");
+  cmd->add_flag("--loader", args->loader,
+                "instead: the training prefetcher against loading on demand and a PyTorch DataLoader");
+  cmd->add_option("--loader-peer", args->loader_options.torch_peer, "bench/torch_loader_peer.py (needs torch)");
+  cmd->add_option("--loader-tokens", args->loader_options.tokens, "tokens in the loader's shards")->capture_default_str();
+  cmd->add_flag("--multi-gpu", args->multi_gpu,
+                "instead: every GPU's link alone and together, and one pipeline over every GPU against GPU 0 alone");
   args->traces.add_options(*cmd);
   return [args] {
     if (Device::count() == 0) {
       std::fprintf(stderr, "sluice bench: no CUDA device: %s\n", Device::unavailable_reason().c_str());
       return 1;
+    }
+    if (args->loader) {
+      bench::LoaderBenchOptions lo = args->loader_options;
+      lo.dir = args->options.file_dir;
+      lo.python = args->options.python;
+      std::fputs(bench::run_loader_bench(lo, [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); }).c_str(),
+                 stdout);
+      return 0;
+    }
+    if (args->multi_gpu) {
+      bench::MultiGpuBenchOptions mo;
+      if (!args->sizes.empty() && args->sizes.find(',') == std::string::npos) mo.bytes = parse_bytes(args->sizes);
+      mo.repeats = args->options.repeats;
+      std::fputs(bench::run_multi_gpu_bench(mo, [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); }).c_str(),
+                 stdout);
+      return 0;
     }
     args->traces.check_writable();
     bench::BenchOptions o = args->options;

@@ -1,0 +1,18 @@
+#pragma once
+// The host staging engine at its best in the conditions it always works in:
+// the staging threads' copy rates (host_rates.hpp) measured while the copy
+// engines stream both ways between pinned memory and the device, as they do
+// in every staged run. DMA reads and writes host memory too, so the rate the
+// threads reach with the link busy is the one a staged run can reach.
+#include "sluice/host_rates.hpp"
+#include "sluice/staging_pool.hpp"
+
+namespace sluice {
+
+// Measures now (about 0.2 s).
+HostCopyRates measure_staging_rates(int device, StagingPool& pool);
+
+// Measured once per device, thread count and process, then reused.
+HostCopyRates staging_rates(int device, StagingPool& pool);
+
+}  // namespace sluice

@@ -1,0 +1,70 @@
+#include "sluice/staging_rates.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "sluice/device_buffer.hpp"
+#include "sluice/device_scope.hpp"
+#include "sluice/error.hpp"
+#include "sluice/pinned_buffer.hpp"
+#include "sluice/stream.hpp"
+
+namespace sluice {
+
+HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
+  const DeviceScope scope(device);
+  constexpr std::size_t bytes = std::size_t{64} << 20;
+  Stream in, out;
+  PinnedBuffer<char> host_in(bytes), host_out(bytes);
+  std::memset(host_in.data(), 1, bytes);
+  DeviceBuffer<char> dev_in(bytes, in), dev_out(bytes, in);
+  SLUICE_CUDA_CHECK(cudaMemsetAsync(dev_out.data(), 2, bytes, in.get()));
+  in.synchronize();
+  std::atomic<bool> stop{false};
+  std::exception_ptr failure;
+  std::thread link([&] {
+    try {
+      const DeviceScope link_scope(device);
+      while (!stop.load()) {
+        for (int k = 0; k < 4; ++k) {
+          SLUICE_CUDA_CHECK(cudaMemcpyAsync(dev_in.data(), host_in.data(), bytes, cudaMemcpyHostToDevice, in.get()));
+          SLUICE_CUDA_CHECK(cudaMemcpyAsync(host_out.data(), dev_out.data(), bytes, cudaMemcpyDeviceToHost, out.get()));
+        }
+        in.synchronize();
+        out.synchronize();
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the copies are running
+  HostCopyRates rates;
+  try {
+    rates = measure_host_copy_rates(pool);
+  } catch (...) {
+    stop = true;
+    link.join();
+    throw;
+  }
+  stop = true;
+  link.join();
+  if (failure) std::rethrow_exception(failure);
+  return rates;
+}
+
+HostCopyRates staging_rates(int device, StagingPool& pool) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, unsigned>, HostCopyRates> cache;
+  std::lock_guard lock(mutex);
+  const auto key = std::make_pair(device, pool.thread_count());
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, measure_staging_rates(device, pool)).first;
+  return it->second;
+}
+
+}  // namespace sluice
