@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/byte_size.hpp"
 #include "sluice/device.hpp"
 #include "sluice/device_buffer.hpp"
 #include "sluice/device_scope.hpp"
@@ -150,7 +151,7 @@ std::string run_multi_gpu_bench(const MultiGpuBenchOptions& o, const std::functi
   if (gpus < 2) return fmt::format("multi-GPU bench: needs two GPUs or more; this machine has {}\n", gpus);
   std::vector<int> all(static_cast<std::size_t>(gpus));
   std::iota(all.begin(), all.end(), 0);
-  std::string out = fmt::format("{} GPUs, {} per array\n\n", gpus, o.bytes >> 20 << 20 == o.bytes ? fmt::format("{} MiB", o.bytes >> 20) : std::to_string(o.bytes));
+  std::string out = fmt::format("{} GPUs, {} per array\n\n", gpus, format_bytes(o.bytes));
 
   progress("links: each GPU alone, then all at once");
   {

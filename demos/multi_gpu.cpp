@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "sluice/device_scope.hpp"
-#include "sluice/error.hpp"
+#include "sluice/device.hpp"
+#include "sluice/stats.hpp"
 
 namespace sluice::demo {
 
@@ -11,10 +12,9 @@ std::vector<GpuStreams> make_gpu_streams(const std::vector<int>& devices) {
   std::vector<GpuStreams> gpus;
   gpus.reserve(devices.size());
   for (int d : devices) {
+    const int highest = Device(d).info().greatest_stream_priority;
     DeviceScope scope(d);
-    int least = 0, greatest = 0;
-    SLUICE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    gpus.push_back({d, Stream(), Stream(greatest)});
+    gpus.push_back({d, Stream(), Stream(highest)});
   }
   return gpus;
 }
@@ -47,6 +47,12 @@ double timed_step(std::vector<GpuStreams>& gpus, const std::function<void()>& is
     slowest = std::max<double>(slowest, elapsed_ms(start[k], stop[k]));
   }
   return slowest;
+}
+
+double median_step(std::vector<GpuStreams>& gpus, int repeats, const std::function<void()>& issue) {
+  std::vector<double> ms;
+  for (int k = 0; k < repeats; ++k) ms.push_back(timed_step(gpus, issue));
+  return summarize(ms).median;
 }
 
 MultiGpuRecorder::MultiGpuRecorder(std::vector<GpuStreams>& gpus) {

@@ -33,6 +33,8 @@ void synchronize_all(const std::vector<GpuStreams>& gpus);
 // joined back into its compute stream. The step's time is the slowest GPU's,
 // start to end, by events on each GPU (events cannot be compared across GPUs).
 double timed_step(std::vector<GpuStreams>& gpus, const std::function<void()>& issue);
+// The median of `repeats` such steps.
+double median_step(std::vector<GpuStreams>& gpus, int repeats, const std::function<void()>& issue);
 
 // One recorder per GPU, each with its own time zero, started back to back
 // once every GPU is idle, so the GPUs' timelines line up to within the few

@@ -17,7 +17,6 @@
 #include "sluice/device_buffer.hpp"
 #include "sluice/device_scope.hpp"
 #include "sluice/multi_gpu_plans.hpp"
-#include "sluice/stats.hpp"
 
 namespace sluice::demo {
 
@@ -170,12 +169,6 @@ class Step {
   std::vector<std::vector<Event>> ready_;
 };
 
-double median_step(int repeats, std::vector<GpuStreams>& gpus, const std::function<void()>& issue) {
-  std::vector<double> ms;
-  for (int k = 0; k < repeats; ++k) ms.push_back(timed_step(gpus, issue));
-  return summarize(ms).median;
-}
-
 }  // namespace
 
 DemoResult run_nccl_overlap(const DemoOptions& o) {
@@ -196,22 +189,22 @@ DemoResult run_nccl_overlap(const DemoOptions& o) {
 
   // Warm up NCCL's connections, then time communication alone.
   for (int k = 0; k < 2; ++k) timed_step(gpus, [&] { step.buckets_alone(); });
-  const double comm_ms = median_step(repeats, gpus, [&] { step.buckets_alone(); });
-  const double one_reduce_ms = median_step(repeats, gpus, [&] { step.all_reduce(0, model.layers, false, 0, nullptr); });
+  const double comm_ms = median_step(gpus, repeats, [&] { step.buckets_alone(); });
+  const double one_reduce_ms = median_step(gpus, repeats, [&] { step.all_reduce(0, model.layers, false, 0, nullptr); });
 
   // Layers whose backward totals about 1.25x the communication: the case
   // where all of it could hide.
   // Backward's time is a fixed part (writing the gradients) plus a part
   // proportional to the iterations: two probes give both.
   const std::uint32_t low = 64, high = 1024;
-  const double low_ms = median_step(2, gpus, [&] { step.backward(low); });
-  const double high_ms = median_step(2, gpus, [&] { step.backward(high); });
+  const double low_ms = median_step(gpus, 2, [&] { step.backward(low); });
+  const double high_ms = median_step(gpus, 2, [&] { step.backward(high); });
   const double per_iteration = std::max((high_ms - low_ms) / (high - low), 1e-9);
   const auto iterations = static_cast<std::uint32_t>(
       std::clamp(low + (1.25 * comm_ms - low_ms) / per_iteration, 1.0, 1e7));
-  const double backward_ms = median_step(repeats, gpus, [&] { step.backward(iterations); });
-  const double sequential_ms = median_step(repeats, gpus, [&] { step.sequential(iterations); });
-  const double overlapped_ms = median_step(repeats, gpus, [&] { step.overlapped(iterations); });
+  const double backward_ms = median_step(gpus, repeats, [&] { step.backward(iterations); });
+  const double sequential_ms = median_step(gpus, repeats, [&] { step.sequential(iterations); });
+  const double overlapped_ms = median_step(gpus, repeats, [&] { step.overlapped(iterations); });
 
   step.poison();
   timed_step(gpus, [&] { step.overlapped(iterations); });

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "demo.hpp"
@@ -42,7 +43,8 @@ struct Costs {
 // output, the gradient it receives from the next stage and the one it sends back.
 struct StageBuffers {
   std::vector<DeviceBuffer<float>> in, out, grad_out, grad_in;
-  std::vector<Event> forward_sent, backward_sent, done;
+  std::vector<Event> forward_sent, backward_sent;
+  std::optional<Event> done;  // the stage's last step, for GPU 0 to wait on; made with its GPU current
   std::vector<Event> start, stop;  // timing of each kernel, in issue order
 };
 
@@ -58,7 +60,7 @@ class SplitModel {
         b.forward_sent.emplace_back();
         b.backward_sent.emplace_back();
       }
-      b.done.emplace_back();
+      b.done.emplace();
     }
   }
 
@@ -113,9 +115,9 @@ class SplitModel {
     for (std::size_t s = 1; s < stages_.size(); ++s) {
       {
         DeviceScope other(gpus_[s].device);
-        stages_[s].done[0].record(gpus_[s].compute);
+        stages_[s].done->record(gpus_[s].compute);
       }
-      gpus_[0].compute.wait(stages_[s].done[0]);
+      gpus_[0].compute.wait(*stages_[s].done);
     }
     end.record(gpus_[0].compute);
     end.synchronize();
@@ -252,19 +254,16 @@ double hop_ms(std::vector<GpuStreams>& gpus, std::size_t items) {
     DeviceScope scope(gpus[1].device);
     to = DeviceBuffer<float>(items, gpus[1].compute);
   }
-  synchronize_all(gpus);
-  std::vector<double> ms;
-  for (int k = 0; k < 5; ++k)
-    ms.push_back(timed_step(gpus, [&] {
-      DeviceScope scope(gpus[0].device);
-      SLUICE_CUDA_CHECK(cudaMemcpyPeerAsync(to.data(), gpus[1].device, from.data(), gpus[0].device, items * 4,
-                                            gpus[0].comm.get()));
-    }));
+  const double ms = median_step(gpus, 5, [&] {
+    DeviceScope scope(gpus[0].device);
+    SLUICE_CUDA_CHECK(cudaMemcpyPeerAsync(to.data(), gpus[1].device, from.data(), gpus[0].device, items * 4,
+                                          gpus[0].comm.get()));
+  });
   {
     DeviceScope scope(gpus[1].device);
     to = {};
   }
-  return summarize(ms).median;
+  return ms;
 }
 
 }  // namespace
