@@ -98,10 +98,10 @@ struct SpanRecord {
 // The events that carry one chunk from stage to stage.
 struct ChunkEvents {
   ChunkEvents(Event::Timing timing)
-      : h2d_start(timing), h2d_done(timing, Event::Wait::block), compute_start(timing), compute_done(timing),
-        d2h_start(timing), d2h_done(timing, Event::Wait::block) {}
+      : h2d_start(timing), h2d_done(timing), compute_start(timing), compute_done(timing), d2h_start(timing),
+        d2h_done(timing) {}
   // The host waits on h2d_done (to reuse a stage-in slot) and on d2h_done
-  // (to finish the chunk): those block rather than spin.
+  // (to finish the chunk) by polling them (core/event_poll.hpp says why).
   Event h2d_start, h2d_done, compute_start, compute_done, d2h_start, d2h_done;
 };
 

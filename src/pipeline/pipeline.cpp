@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "core/event_poll.hpp"
 #include "run_state.hpp"
 #include "sluice/device_scope.hpp"
 #include "sluice/error.hpp"
@@ -273,9 +274,15 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
     raw->run_inline();  // catches everything itself
     return Submission(std::move(state));
   }
-  e.drain_thread->post([raw] { raw->run_drain(); });
+  e.drain_thread->post([raw] {
+    detail::shorten_timer_slack();
+    raw->run_drain();
+  });
   if (mode == StartMode::worker)
-    e.driver_thread->post([raw] { raw->run_driver(); });
+    e.driver_thread->post([raw] {
+      detail::shorten_timer_slack();
+      raw->run_driver();
+    });
   else
     raw->run_driver();  // catches everything itself; saves a thread hand-off
   return Submission(std::move(state));

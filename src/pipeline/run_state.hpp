@@ -84,6 +84,7 @@ struct Submission::State {
   // Stage-in jobs, [chunk % in_slots][span]; driver thread only.
   std::vector<std::vector<StagingPool::Ticket>> stage_in_jobs;
   std::size_t next_stage_in = 0;  // the first chunk whose stage-in is not submitted yet
+  std::size_t h2d_enqueued = 0;   // chunks whose H2D copies are on the stream; driver thread only
 
   // Host stage intervals come from the steady clock, device ones from events; both from the run's start.
   std::vector<StageInterval> driver_intervals, drain_intervals;
@@ -102,6 +103,12 @@ struct Submission::State {
   void submit_stage_in(std::size_t chunk);
   void wait_stage_in(std::size_t chunk);
   void enqueue_h2d(std::size_t chunk);
+  // With nothing to stage in, the H2D copies are enqueued up to depth - 1
+  // chunks ahead of the kernels: the first copies then start while the host
+  // is still enqueueing the first kernels (a chunk's calls take ~30 us, the
+  // ramp's first copy less). Each copy still waits on the GPU for its slot.
+  std::size_t last_h2d_with(std::size_t chunk) const;
+  void enqueue_h2d_through(std::size_t last);
   void enqueue_compute(std::size_t chunk);
   void enqueue_d2h(std::size_t chunk);
   // Drain steps.

@@ -19,14 +19,16 @@ using namespace sluice::test;
 
 TEST_F(PipelineTest, ADeviceSlotIsReusedOnlyAfterItsChunkLeftTheDevice) {
   // Each kernel waits 0.5 ms before it reads its input. Pinned spans let the
-  // driver enqueue every chunk at once: if the H2D of chunk c did not wait
-  // for the D2H of chunk c - depth, it would overwrite a slot a kernel has
-  // not read yet, and that chunk's output would be another chunk's.
-  const std::size_t chunk = 4096, chunks = 24;
+  // driver enqueue every chunk at once, the H2D copies up to depth - 1
+  // chunks ahead of the kernels: if the H2D of chunk c did not wait for the
+  // D2H of chunk c - depth, it would overwrite a slot a kernel has not read
+  // yet, and that chunk's output would be another chunk's. More chunks than
+  // event sets, so those are reused under the same pressure.
+  const std::size_t chunk = 4096, chunks = 80;
   sluice::PinnedBuffer<float> in(chunk * chunks), out(chunk * chunks);
   const auto values = pattern(in.size());
   std::copy(values.begin(), values.end(), in.begin());
-  for (std::size_t depth : {1u, 2u})
+  for (std::size_t depth : {1u, 2u, 3u, 5u})
     for (unsigned streams : {1u, 2u}) {
       std::fill(out.begin(), out.end(), std::nanf(""));
       PipelineOptions o;
