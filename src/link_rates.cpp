@@ -83,6 +83,18 @@ LinkRates link_rates(int device) {
   return it->second;
 }
 
+LinkRates fastest_of(const LinkRates& a, const LinkRates& b) {
+  return {std::max(a.h2d_gbps, b.h2d_gbps), std::max(a.d2h_gbps, b.d2h_gbps), std::max(a.both_gbps, b.both_gbps)};
+}
+
+LinkRates refresh_link_rates(int device) {
+  const LinkRates now = measure_link_rates(device);
+  std::lock_guard lock(cache_mutex);
+  LinkRates& best = cache[device];
+  best = fastest_of(best, now);
+  return best;
+}
+
 void remember_link_rates(int device, const LinkRates& rates) {
   std::lock_guard lock(cache_mutex);
   cache[device] = rates;

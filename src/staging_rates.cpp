@@ -16,7 +16,11 @@
 
 namespace sluice {
 
-HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
+namespace {
+
+// Runs `measure` while the copy engines stream 64 MiB copies both ways.
+template <typename Measure>
+HostCopyRates while_link_streams(int device, Measure&& measure) {
   const DeviceScope scope(device);
   constexpr std::size_t bytes = std::size_t{64} << 20;
   Stream in, out;
@@ -45,7 +49,7 @@ HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the copies are running
   HostCopyRates rates;
   try {
-    rates = measure_host_copy_rates(pool);
+    rates = measure();
   } catch (...) {
     stop = true;
     link.join();
@@ -57,14 +61,37 @@ HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
   return rates;
 }
 
+}  // namespace
+
+HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
+  return while_link_streams(device, [&] { return measure_host_copy_rates(pool); });
+}
+
+HostCopyRates measure_staging_rates(int device, StagingPool& pool, const HostRegions& regions) {
+  return while_link_streams(device, [&] { return measure_host_copy_rates(pool, regions); });
+}
+
+namespace {
+
+std::mutex cache_mutex;
+std::map<std::pair<int, unsigned>, HostCopyRates> cache;
+
+}  // namespace
+
 HostCopyRates staging_rates(int device, StagingPool& pool) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, unsigned>, HostCopyRates> cache;
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(cache_mutex);
   const auto key = std::make_pair(device, pool.thread_count());
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, measure_staging_rates(device, pool)).first;
   return it->second;
+}
+
+HostCopyRates refresh_staging_rates(int device, StagingPool& pool) {
+  const HostCopyRates now = measure_staging_rates(device, pool);
+  std::lock_guard lock(cache_mutex);
+  HostCopyRates& best = cache[std::make_pair(device, pool.thread_count())];
+  best = fastest_of(best, now);
+  return best;
 }
 
 }  // namespace sluice

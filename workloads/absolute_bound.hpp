@@ -2,12 +2,13 @@
 // The absolute bound of a workload over a problem (docs/design.md): every
 // engine at its best, measured in the same process, none of it depending on
 // a pipeline's chunk size, depth or streams:
-//  - the link: link_rates() (large transfers, best of one or two streams per
-//    direction), measured once per device;
+//  - the link: refresh_link_rates() (large transfers, best of one or two
+//    streams per direction), measured again for each bound, the best kept;
 //  - the kernel: the workload alone over the same data, the faster of one
 //    launch over all of it and 16 MiB pieces back to back on one stream;
-//  - the host (pageable rows): the staging threads' copy rates, measured once
-//    while the copy engines stream (staging_rates.hpp).
+//  - the host (pageable rows): the staging threads' copy rates while the
+//    copy engines stream (staging_rates.hpp), measured once, and again over
+//    the row's own arrays; the faster of the two.
 #include "sluice/bound.hpp"
 #include "sluice/staging_pool.hpp"
 #include "workload.hpp"
@@ -17,8 +18,12 @@ namespace sluice::workloads {
 struct AbsoluteBound {
   EngineRates rates;
   double kernel_ms = 0;
+  RunVolume pinned_volume, staged_volume;  // what the rows move through each engine
   Bound pinned;  // link and kernel
-  Bound staged;  // and host staging of every input and the output
+  Bound staged;  // and host staging of every input and the output (empty without host rates)
+
+  // The bounds again with other rates (the best a whole run saw), same volumes.
+  void recompute(const EngineRates& best);
 };
 
 // The workload alone on the device over problem.items() items, fastest of `repeats`.
@@ -28,6 +33,9 @@ double kernel_alone_ms(const Problem& problem, int repeats);
 RunVolume volume_of(const Problem& problem, double kernel_ms, bool staged);
 
 // `host` measures the staging rates; without it the staged bound is left empty.
-AbsoluteBound absolute_bound(const Problem& problem, int device, int repeats, StagingPool* host);
+// With `pageable` (the same workload over pageable arrays), staging is also
+// measured over those arrays, and the faster figures enter the bound.
+AbsoluteBound absolute_bound(const Problem& problem, int device, int repeats, StagingPool* host,
+                             Problem* pageable = nullptr);
 
 }  // namespace sluice::workloads

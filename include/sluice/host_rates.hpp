@@ -17,8 +17,25 @@ struct HostCopyRates {
   unsigned threads = 0;
 };
 
+// The caller's side of the copies: where stage-in reads and stage-out writes.
+struct HostRegions {
+  const std::byte* in = nullptr;
+  std::size_t in_bytes = 0;
+  std::byte* out = nullptr;  // overwritten
+  std::size_t out_bytes = 0;
+};
+
 // Fastest of `repeats` for each figure. Allocates 2 x `bytes` (+ 2 x 64 MiB) while it runs.
 HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes = std::size_t{512} << 20, int repeats = 3);
+
+// The same over memory the caller has: a row's own pageable arrays or a
+// mapped file, so the rate is the one staging that memory can reach (page
+// cache and anonymous memory, huge pages or not, do not copy alike). A
+// figure whose region is empty is left 0. Allocates 2 x 64 MiB while it runs.
+HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regions, int repeats = 3);
+
+// The faster of two measurements, figure by figure.
+HostCopyRates fastest_of(const HostCopyRates& a, const HostCopyRates& b);
 
 // Measured once per process and thread count, then reused.
 HostCopyRates host_copy_rates(StagingPool& pool);

@@ -20,6 +20,12 @@ LinkRates measure_link_rates(int device, std::size_t bytes = std::size_t{64} << 
 
 // Measured once per device and process, then reused (about 0.1 s the first time).
 LinkRates link_rates(int device);
+// Measures again and keeps, figure by figure, the best this process has seen:
+// a link measured in a bad moment (another process's traffic, a power state
+// waking up) would make a bound that runs beat. Returns the best.
+LinkRates refresh_link_rates(int device);
+// The faster of two measurements, figure by figure.
+LinkRates fastest_of(const LinkRates& a, const LinkRates& b);
 // Seeds the cache, e.g. from a saved `sluice probe --json`.
 void remember_link_rates(int device, const LinkRates& rates);
 

@@ -12,6 +12,13 @@ namespace sluice {
 // Measures now (about 0.2 s).
 HostCopyRates measure_staging_rates(int device, StagingPool& pool);
 
+// The same over the caller's memory (host_rates.hpp): how fast this memory
+// stages, which the bench takes beside the figures above for a row's bound.
+HostCopyRates measure_staging_rates(int device, StagingPool& pool, const HostRegions& regions);
+
+// Measures again and keeps, figure by figure, the best seen (as refresh_link_rates).
+HostCopyRates refresh_staging_rates(int device, StagingPool& pool);
+
 // Measured once per device, thread count and process, then reused.
 HostCopyRates staging_rates(int device, StagingPool& pool);
 
