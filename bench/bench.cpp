@@ -19,8 +19,8 @@ namespace sluice::bench {
 
 using workloads::Problem;
 
-double detail::predict_ms(const BenchResult& result, const BenchCase& c, const Problem& problem,
-                          const PipelineOptions& options, bool staged) {
+ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, const Problem& problem,
+                               const PipelineOptions& options, bool staged) {
   ModelInput in;
   in.rates = c.bound.rates;
   in.fixed = result.fixed;
@@ -31,7 +31,44 @@ double detail::predict_ms(const BenchResult& result, const BenchCase& c, const P
   in.in_item_bytes = sizeof(float) * problem.workload().input_count();
   in.out_item_bytes = sizeof(float);
   in.staged_in = in.staged_out = staged;
-  return predict(in).ms;
+  return in;
+}
+
+void detail::settle_bounds(BenchResult& result) {
+  EngineRates best = with_link({}, result.link);
+  auto keep_faster = [](double& best_gbps, double gbps) { best_gbps = std::max(best_gbps, gbps); };
+  for (const auto& c : result.cases) {
+    const EngineRates& r = c.bound.rates;
+    keep_faster(best.h2d_gbps, r.h2d_gbps);
+    keep_faster(best.d2h_gbps, r.d2h_gbps);
+    keep_faster(best.both_gbps, r.both_gbps);
+    keep_faster(best.stage_in_gbps, r.stage_in_gbps);
+    keep_faster(best.stage_out_gbps, r.stage_out_gbps);
+    keep_faster(best.stage_both_gbps, r.stage_both_gbps);
+    keep_faster(best.read_gbps, r.read_gbps);
+    keep_faster(best.write_gbps, r.write_gbps);
+  }
+  result.link = {best.h2d_gbps, best.d2h_gbps, best.both_gbps};
+  if (result.host.threads > 0) {
+    result.host.stage_in_gbps = best.stage_in_gbps;
+    result.host.stage_out_gbps = best.stage_out_gbps;
+    result.host.both_gbps = best.stage_both_gbps;
+  }
+  for (auto& c : result.cases) c.bound.recompute(best);
+  for (auto& row : result.rows) {
+    const auto c = std::find_if(result.cases.begin(), result.cases.end(), [&](const BenchCase& k) {
+      return k.workload == row.workload && k.bytes == row.bytes;
+    });
+    if (c == result.cases.end()) continue;
+    const Bound& bound = row.memory == "pageable" && c->bound.staged.ms > 0 ? c->bound.staged : c->bound.pinned;
+    row.bound_ms = bound.ms;
+    row.bound_term = bound.limiter;
+    row.efficiency = efficiency(bound.ms, row.ms.median);
+    if (row.model_input) {
+      row.model_input->rates = best;
+      row.model_ms = predict(*row.model_input).ms;
+    }
+  }
 }
 
 namespace {
@@ -47,6 +84,11 @@ class CaseRunner {
     return row;
   }
 
+  static void with_model(MeasuredRow& row, const ModelInput& in) {
+    row.model_input = in;
+    row.model_ms = predict(in).ms;
+  }
+
   void report(const MeasuredRow& row) {
     if (progress_)
       progress_(fmt::format("{} {} {}: {:.2f} ms, {}", row.workload, format_bytes(row.bytes), row.method,
@@ -55,9 +97,18 @@ class CaseRunner {
 
   // One recorded run, untimed: where each engine's time went, kept as a trace.
   void record_lanes(const std::string& method, Problem& problem, PipelineOptions options, double bound_ms) {
-    const std::string title =
-        fmt::format("{} {}: {}", problem.workload().name(), format_bytes(problem.items() * sizeof(float)), method);
-    Trace trace = workloads::traced_pipeline(title, problem, options, bound_ms);
+    keep_trace(workloads::traced_pipeline(title_of(method, problem), problem, options, bound_ms));
+  }
+  // The same for a peer, so the best hand-written code's timeline sits beside sluice's.
+  void record_lanes(const std::string& method, Problem& problem, workloads::Peer& peer, double bound_ms) {
+    keep_trace(workloads::traced_run(title_of(method, problem), problem, bound_ms,
+                                     [&](TraceRecorder* recorder) { peer.run(problem, recorder); }));
+  }
+  static std::string title_of(const std::string& method, const Problem& problem) {
+    return fmt::format("{} {}: {}", problem.workload().name(), format_bytes(problem.items() * sizeof(float)), method);
+  }
+  void keep_trace(Trace trace) {
+    const std::string& title = trace.title;
     if (progress_) {
       std::string busy;
       for (const auto& lane : analyze(trace).lanes)
@@ -71,35 +122,10 @@ class CaseRunner {
   // streaming the memory once pays. The pipeline's slots are allocated
   // beforehand on the pinned arrays, as a reused pipeline's would be; moving
   // the spans back after each run undoes the registration, untimed.
-  MeasuredRow automatic_first_runs(Problem& pageable, Problem& pinned, PipelineOptions options) {
-    options.host_memory = HostMemoryPolicy::automatic;
-    auto wp = workloads::make_workload_pipeline(pinned, options);
+  workloads::Contender automatic_first_run(workloads::WorkloadPipeline& wp, Problem& pageable, Problem& pinned) {
     wp.run();
-    MeasuredRow row;
-    row.workload = pageable.workload().name();
-    row.bytes = pageable.items() * sizeof(float);
-    row.method = "sluice pageable, automatic, first run";
-    row.sluice = true;
-    row.memory = "pageable";
-    row.verified = true;
-    std::vector<double> samples;
-    for (int i = -1; i < options_.repeats; ++i) {
-      wp.bind(pageable);
-      pageable.poison_output();
-      const auto begin = std::chrono::steady_clock::now();
-      wp.run();
-      const auto end = std::chrono::steady_clock::now();
-      if (i >= 0) samples.push_back(std::chrono::duration<double, std::milli>(end - begin).count());
-      if (const auto v = pageable.verify(); !v.ok && row.verified) {
-        row.verified = false;
-        row.detail = v.detail;
-      }
-      wp.bind(pinned);
-    }
-    row.ms = summarize(samples);
-    row.gbps = gb_per_s(pageable.bytes_moved(), row.ms.median);
-    report(row);
-    return row;
+    return {"sluice pageable, automatic, first run", &pageable, true, [&wp] { wp.run(); },
+            [&wp, &pageable] { wp.bind(pageable); }, [&wp, &pinned] { wp.bind(pinned); }};
   }
 
   // Later runs of the automatic policy: run until the spans are registered.
@@ -124,55 +150,83 @@ class CaseRunner {
     if (options_.host_rows) pageable.emplace(w, items, Problem::Memory::pageable);
     StagingPool pool(options_.pipeline.staging_threads);
     BenchCase c{w.name(), bytes, workloads::absolute_bound(pinned, options_.device, options_.repeats,
-                                                           options_.host_rows ? &pool : nullptr)};
+                                                           options_.host_rows ? &pool : nullptr,
+                                                           pageable ? &*pageable : nullptr)};
     std::vector<MeasuredRow> rows;
     const PipelineOptions& base = options_.pipeline;
 
-    {
-      auto sync = workloads::make_synchronous(pinned);
-      rows.push_back(measure("synchronous", pinned, false, [&] { sync->run(pinned); }));
-      if (pageable) rows.push_back(measure("synchronous, pageable", *pageable, false, [&] { sync->run(*pageable); }));
-    }
-    std::optional<MeasuredRow> best, four;
+    // The pinned rows, measured in rounds (measure_in_rounds says why).
+    std::vector<workloads::Contender> pinned_rows;
+    auto sync = workloads::make_synchronous(pinned);
+    pinned_rows.push_back({"synchronous", &pinned, false, [&] { sync->run(pinned); }, {}, {}});
+    std::vector<std::unique_ptr<workloads::Peer>> staircases, triples;
     for (unsigned n : options_.staircase_streams) {
-      auto staircase = workloads::make_staircase(pinned, n);
-      MeasuredRow row = measure(staircase->name(), pinned, false, [&] { staircase->run(pinned); });
-      if (n == 4) four = row;
-      if (!best || row.ms.median < best->ms.median) best = row;
+      staircases.push_back(workloads::make_staircase(pinned, n));
+      workloads::Peer* peer = staircases.back().get();
+      pinned_rows.push_back({peer->name(), &pinned, false, [peer, &pinned] { peer->run(pinned); }, {}, {}});
     }
-    if (four) rows.push_back(*four);
-    if (best && (!four || best->method != four->method)) {
-      best->method += " (best of sweep)";
-      rows.push_back(*best);
-    }
-    std::optional<MeasuredRow> best_triple;
     for (std::size_t chunk_bytes : options_.triple_buffer_chunk_bytes) {
-      auto triple = workloads::make_triple_buffer(pinned, std::min(items, chunk_bytes / sizeof(float)));
-      MeasuredRow row = measure(triple->name() + ", " + format_bytes(chunk_bytes) + " chunks", pinned, false,
-                                [&] { triple->run(pinned); });
-      if (!best_triple || row.ms.median < best_triple->ms.median) best_triple = row;
+      triples.push_back(workloads::make_triple_buffer(pinned, std::min(items, chunk_bytes / sizeof(float))));
+      workloads::Peer* peer = triples.back().get();
+      pinned_rows.push_back({peer->name() + ", " + format_bytes(chunk_bytes) + " chunks", &pinned, false,
+                             [peer, &pinned] { peer->run(pinned); }, {}, {}});
     }
-    if (best_triple) {
-      best_triple->method += " (best of sweep)";
-      rows.push_back(*best_triple);
-    }
-
     Pipeline sluice_pinned = workloads::make_pipeline(pinned, base);
-    rows.push_back(measure("sluice pinned", pinned, true, [&] { sluice_pinned.run(); }));
-    rows.back().model_ms = detail::predict_ms(result_, c, pinned, base, false);
+    pinned_rows.push_back({"sluice pinned", &pinned, true, [&] { sluice_pinned.run(); }, {}, {}});
     PipelineOptions concurrent = base;
     concurrent.compute_streams = 2;
     Pipeline sluice_concurrent = workloads::make_pipeline(pinned, concurrent);
-    rows.push_back(measure("sluice pinned, 2 compute streams", pinned, true, [&] { sluice_concurrent.run(); }));
-    rows.back().model_ms = detail::predict_ms(result_, c, pinned, concurrent, false);
+    pinned_rows.push_back({"sluice pinned, 2 compute streams", &pinned, true, [&] { sluice_concurrent.run(); }, {}, {}});
+    const std::vector<MeasuredRow> measured = workloads::measure_in_rounds(pinned_rows, options_.repeats);
+    for (const auto& row : measured) report(row);
+
+    // Kept: the synchronous row, the 4-stream staircase, and the best of each peer's sweep.
+    auto best_of = [&](std::size_t first, std::size_t count) {
+      std::optional<MeasuredRow> best;
+      for (std::size_t k = first; k < first + count; ++k)
+        if (!best || measured[k].ms.median < best->ms.median) best = measured[k];
+      return best;
+    };
+    rows.push_back(measured[0]);
+    const std::size_t stairs = staircases.size(), stairs_at = 1, triples_at = 1 + stairs;
+    std::optional<MeasuredRow> four;
+    for (std::size_t k = 0; k < stairs; ++k)
+      if (options_.staircase_streams[k] == 4) four = measured[stairs_at + k];
+    if (four) rows.push_back(*four);
+    if (auto best = best_of(stairs_at, stairs); best && (!four || best->method != four->method)) {
+      best->method += " (best of sweep)";
+      rows.push_back(*best);
+    }
+    if (auto best = best_of(triples_at, triples.size())) {
+      for (std::size_t k = 0; k < triples.size(); ++k)
+        if (measured[triples_at + k].method == best->method)
+          record_lanes(best->method, pinned, *triples[k], c.bound.pinned.ms);
+      best->method += " (best of sweep)";
+      rows.push_back(*best);
+    }
+    rows.push_back(measured[triples_at + triples.size()]);
+    with_model(rows.back(), detail::model_input(result_, c, pinned, base, false));
+    rows.push_back(measured[triples_at + triples.size() + 1]);
+    with_model(rows.back(), detail::model_input(result_, c, pinned, concurrent, false));
     record_lanes("sluice pinned", pinned, base, c.bound.pinned.ms);
 
     if (pageable) {
+      // Staged and first automatic runs in rounds, while nothing holds the pageable arrays registered.
       PipelineOptions staged = base;
       staged.host_memory = HostMemoryPolicy::stage;
+      PipelineOptions automatic = base;
+      automatic.host_memory = HostMemoryPolicy::automatic;
       Pipeline sluice_staged = workloads::make_pipeline(*pageable, staged);
-      rows.push_back(measure("sluice pageable, staged", *pageable, true, [&] { sluice_staged.run(); }));
-      rows.back().model_ms = detail::predict_ms(result_, c, *pageable, staged, true);
+      auto first_runs = workloads::make_workload_pipeline(pinned, automatic);
+      const std::vector<workloads::Contender> pageable_rows{
+          {"synchronous, pageable", &*pageable, false, [&] { sync->run(*pageable); }, {}, {}},
+          {"sluice pageable, staged", &*pageable, true, [&] { sluice_staged.run(); }, {}, {}},
+          automatic_first_run(first_runs, *pageable, pinned)};
+      std::vector<MeasuredRow> host_rows = workloads::measure_in_rounds(pageable_rows, options_.repeats);
+      for (const auto& row : host_rows) report(row);
+      rows.insert(rows.begin() + 1, host_rows[0]);
+      rows.push_back(host_rows[1]);
+      with_model(rows.back(), detail::model_input(result_, c, *pageable, staged, true));
       record_lanes("sluice pageable, staged", *pageable, staged, c.bound.staged.ms);
       PipelineOptions registered = base;
       registered.host_memory = HostMemoryPolicy::register_memory;
@@ -181,12 +235,12 @@ class CaseRunner {
         rows.push_back(measure("sluice pageable, registered (in the warm-up run)", *pageable, true,
                                [&] { sluice_registered.run(); }));
         rows.back().memory = "registered";
-        rows.back().model_ms = detail::predict_ms(result_, c, *pageable, registered, false);
+        with_model(rows.back(), detail::model_input(result_, c, *pageable, registered, false));
       }
-      rows.push_back(automatic_first_runs(*pageable, pinned, base));
-      rows.back().model_ms = detail::predict_ms(result_, c, *pageable, staged, true);
+      rows.push_back(host_rows[2]);
+      with_model(rows.back(), detail::model_input(result_, c, *pageable, staged, true));
       rows.push_back(automatic_later_runs(*pageable, base));
-      rows.back().model_ms = detail::predict_ms(result_, c, *pageable, base, false);
+      with_model(rows.back(), detail::model_input(result_, c, *pageable, base, false));
     }
     for (auto& row : torch_rows_for(w.name(), bytes)) rows.push_back(row);
 
@@ -257,6 +311,7 @@ BenchResult run_bench(const BenchOptions& options, const std::function<void(cons
   for (std::size_t bytes : options.sizes)
     for (const auto& w : options.workloads) runner.run_case(w, bytes);
   if (options.file_bytes > 0) detail::run_file_cases(options, result, progress);
+  detail::settle_bounds(result);
   return result;
 }
 

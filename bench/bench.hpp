@@ -39,9 +39,13 @@ namespace detail {
 void run_file_cases(const BenchOptions& options, BenchResult& result, const std::function<void(const std::string&)>& progress);
 // PyTorch's rows for every case, from one run of the peer script (torch_peer.cpp).
 std::vector<MeasuredRow> torch_rows(const BenchOptions& options, std::string& note);
-// The model's prediction for a pipeline run over a case.
-double predict_ms(const BenchResult& result, const BenchCase& c, const workloads::Problem& problem,
-                  const PipelineOptions& options, bool staged);
+// What the model needs to predict a pipeline run over a case.
+ModelInput model_input(const BenchResult& result, const BenchCase& c, const workloads::Problem& problem,
+                       const PipelineOptions& options, bool staged);
+// Rates are the machine's, not a case's: every case's bound is computed again
+// with the best each engine showed anywhere in the run, and every row is
+// judged (and predicted) again by it.
+void settle_bounds(BenchResult& result);
 }  // namespace detail
 
 }  // namespace sluice::bench

@@ -31,8 +31,11 @@ struct TuneCase {
   std::size_t bytes = 0;
   double bound_ms = 0;
   std::string bound_term;
-  workloads::MeasuredRow defaults;
-  std::vector<TunePoint> sweep;  // fastest first
+  workloads::MeasuredRow defaults;  // from the final rounds
+  std::vector<TunePoint> sweep;     // the first pass, fastest first
+  // The defaults and the first pass's fastest few, measured again in rounds
+  // (the fastest of many noisy medians is flattered by chance): fastest first.
+  std::vector<TunePoint> finalists;
   std::string model_label;       // the model's pick, measured in the sweep
   double model_pick_ms = 0;
 };

@@ -30,16 +30,17 @@ Pipeline make_pipeline(Problem& p, const PipelineOptions& options) {
   return std::move(make_workload_pipeline(p, options).pipeline);
 }
 
-MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run) {
-  std::vector<double> samples;
-  for (int i = -1; i < repeats; ++i) {  // i == -1 is the warm-up
-    problem.poison_output();
-    const auto begin = std::chrono::steady_clock::now();
-    run();
-    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-    const auto end = std::chrono::steady_clock::now();
-    if (i >= 0) samples.push_back(std::chrono::duration<double, std::milli>(end - begin).count());
-  }
+namespace {
+
+double timed_run_ms(Problem& problem, const std::function<void()>& run) {
+  problem.poison_output();
+  const auto begin = std::chrono::steady_clock::now();
+  run();
+  SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+}
+
+MeasuredRow row_of(std::string method, Problem& problem, bool sluice, const std::vector<double>& samples) {
   MeasuredRow row;
   row.workload = problem.workload().name();
   row.bytes = problem.items() * sizeof(float);
@@ -52,6 +53,33 @@ MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int r
   row.verified = v.ok;
   row.detail = v.detail;
   return row;
+}
+
+}  // namespace
+
+MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run) {
+  std::vector<double> samples;
+  for (int i = -1; i < repeats; ++i) {  // i == -1 is the warm-up
+    const double ms = timed_run_ms(problem, run);
+    if (i >= 0) samples.push_back(ms);
+  }
+  return row_of(std::move(method), problem, sluice, samples);
+}
+
+std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats) {
+  std::vector<std::vector<double>> samples(contenders.size());
+  std::vector<MeasuredRow> rows(contenders.size());
+  for (int round = -1; round < repeats; ++round) {  // round -1 is the warm-up
+    for (std::size_t k = 0; k < contenders.size(); ++k) {
+      const Contender& c = contenders[k];
+      if (c.before) c.before();
+      const double ms = timed_run_ms(*c.problem, c.run);
+      if (round >= 0) samples[k].push_back(ms);
+      if (round + 1 == repeats) rows[k] = row_of(c.method, *c.problem, c.sluice, samples[k]);
+      if (c.after) c.after();
+    }
+  }
+  return rows;
 }
 
 Trace traced_run(std::string title, Problem& problem, std::optional<double> bound_ms,

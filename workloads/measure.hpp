@@ -6,7 +6,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "sluice/model.hpp"
 #include "sluice/pipeline.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/trace.hpp"
@@ -28,6 +30,7 @@ struct MeasuredRow {
   std::string bound_term;  // the engine that sets it
   double efficiency = 0;   // bound over this median
   std::optional<double> model_ms;  // the model's prediction, for sluice rows
+  std::optional<ModelInput> model_input;  // what it was made from
   bool verified = false;
   std::string detail;      // why verification failed
 };
@@ -50,6 +53,23 @@ Pipeline make_pipeline(Problem& problem, const PipelineOptions& options);
 
 // Poison, run, and time `repeats` runs after one warm-up; verify the last.
 MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run);
+
+// One method in a comparison, and how to run it once.
+struct Contender {
+  std::string method;
+  Problem* problem = nullptr;
+  bool sluice = false;
+  std::function<void()> run;
+  std::function<void()> before;  // untimed, before each run (optional)
+  std::function<void()> after;   // untimed, after each run and its check (optional)
+};
+
+// Every contender once per round: a warm-up round, then `repeats` timed
+// rounds. Drift in the machine (clocks, host memory, other load) then
+// reaches every row alike instead of whichever ran while it lasted, which
+// matters when rows a few percent apart are compared. Outputs are poisoned
+// before every run; each contender's output is checked after its last run.
+std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats);
 
 // One untimed run of `run` with a recorder: its timeline, titled, with the
 // host-measured wall time and the bound beside it.

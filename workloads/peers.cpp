@@ -1,6 +1,9 @@
 #include "peers.hpp"
 
 #include <array>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "sluice/chunk_plan.hpp"
 #include "sluice/error.hpp"
@@ -11,7 +14,7 @@ namespace {
 
 // Device arrays for a workload: inputs, then the output.
 struct DeviceArrays {
-  DeviceArrays(const Workload& w, std::size_t items, StreamView stream) {
+  DeviceArrays(const Workload& w, std::size_t n, StreamView stream) : items(n) {
     for (std::size_t a = 0; a < w.input_count() + 1; ++a) arrays.emplace_back(items, stream);
     stream.synchronize();
   }
@@ -21,9 +24,25 @@ struct DeviceArrays {
   }
   float* output(std::size_t offset) { return arrays.back().data() + offset; }
   float* array(std::size_t a, std::size_t offset) { return arrays[a].data() + offset; }
+  std::size_t items = 0;
   std::vector<DeviceBuffer<float>> arrays;
   std::array<const float*, 2> input_ptrs{};
 };
+
+// The whole-array peers of one problem share its device arrays: each peer's
+// run() returns with its work complete, so two never use them at once, and a
+// sweep of them (measured in rounds, all alive together) holds one copy of
+// the data on the device instead of one per peer.
+std::shared_ptr<DeviceArrays> whole_arrays(const Problem& p, StreamView stream) {
+  static std::mutex mutex;
+  static std::map<const Problem*, std::weak_ptr<DeviceArrays>> shared;
+  std::lock_guard lock(mutex);
+  std::erase_if(shared, [](const auto& entry) { return entry.second.expired(); });
+  if (auto arrays = shared[&p].lock(); arrays && arrays->items == p.items()) return arrays;
+  auto arrays = std::make_shared<DeviceArrays>(p.workload(), p.items(), stream);
+  shared[&p] = arrays;
+  return arrays;
+}
 
 std::size_t bytes_in(const Problem& p, ItemRange r) { return r.size() * sizeof(float) * p.workload().input_count(); }
 std::size_t bytes_out(ItemRange r) { return r.size() * sizeof(float); }
@@ -42,7 +61,7 @@ void copy_out(Problem& p, float* device_out, ItemRange r, StreamView s) {
 
 class Synchronous final : public Peer {
  public:
-  explicit Synchronous(const Problem& p) : device_(p.workload(), p.items(), StreamView(cudaStreamLegacy)) {}
+  explicit Synchronous(const Problem& p) : shared_(whole_arrays(p, StreamView(cudaStreamLegacy))), device_(*shared_) {}
   std::string name() const override { return "synchronous"; }
   void run(Problem& p, TraceRecorder* recorder) override {
     const std::size_t bytes = p.items() * sizeof(float);
@@ -60,12 +79,14 @@ class Synchronous final : public Peer {
   }
 
  private:
-  DeviceArrays device_;
+  std::shared_ptr<DeviceArrays> shared_;
+  DeviceArrays& device_;
 };
 
 class Staircase final : public Peer {
  public:
-  Staircase(const Problem& p, unsigned streams) : streams_(streams), device_(p.workload(), p.items(), StreamView()) {}
+  Staircase(const Problem& p, unsigned streams)
+      : streams_(streams), shared_(whole_arrays(p, StreamView())), device_(*shared_) {}
   std::string name() const override { return "staircase, " + std::to_string(streams_.size()) + " streams"; }
   void run(Problem& p, TraceRecorder* recorder) override {
     const std::size_t per_stream = (p.items() + streams_.size() - 1) / streams_.size();
@@ -86,7 +107,8 @@ class Staircase final : public Peer {
 
  private:
   std::vector<Stream> streams_;
-  DeviceArrays device_;
+  std::shared_ptr<DeviceArrays> shared_;
+  DeviceArrays& device_;
 };
 
 class TripleBuffer final : public Peer {
