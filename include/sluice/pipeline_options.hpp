@@ -35,9 +35,10 @@ struct PipelineOptions {
   // Items in the largest chunk; 0 picks sizes from the data (default_chunking).
   // A size set here cuts every chunk that size, unless first_chunk_items is set too.
   std::size_t chunk_items = 0;
-  // The first and last chunks ramp up from this size by doubling to
-  // chunk_items, so the fill and drain are short; 0 picks (or no ramp when
-  // chunk_items was set). `ramp = false` cuts every chunk the same size.
+  // When set, the first and last chunks ramp up from this size by doubling
+  // to chunk_items (and back down at the end), so the first kernel starts
+  // sooner; 0: no ramp (chunking.hpp says why that is the default).
+  // `ramp = false` cuts every chunk the same size whatever is set here.
   std::size_t first_chunk_items = 0;
   bool ramp = true;
   // Device slots per span (>= 1): how many chunks can be on the device at once.

@@ -12,14 +12,13 @@ Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes)
   auto items_of = [&](std::size_t b) { return std::max<std::size_t>(1, b / widest_item_bytes); };
   if (bytes <= 2 * MiB) return {item_count, item_count};
   // The fill and drain grow with the chunk, the per-chunk costs with the
-  // number of chunks: the sum is least near sqrt(bytes * 0.5 MiB), which is
-  // where the measured sweeps put the best chunk (4 MiB data: ~1.5 MiB,
-  // 32 MiB: 4 MiB, 256 MiB: 8-16 MiB).
-  const auto root = static_cast<std::size_t>(std::sqrt(static_cast<double>(bytes) * static_cast<double>(MiB / 2)));
+  // number of chunks: the sum is least near sqrt(bytes * 0.25 MiB), which is
+  // where the measured sweeps put the best chunk (4 MiB data: 1 MiB, 32 MiB:
+  // 2-4 MiB, 256 MiB: 4-8 MiB, 1 GiB: 16 MiB).
+  const auto root = static_cast<std::size_t>(std::sqrt(static_cast<double>(bytes) * static_cast<double>(MiB / 4)));
   const std::size_t chunk_bytes = std::clamp(root, 1 * MiB, 16 * MiB);
   const std::size_t chunk = std::min(items_of(chunk_bytes), item_count);
-  const std::size_t first = std::min(chunk, items_of(std::max(chunk_bytes / 8, 128 * KiB)));
-  return {chunk, first};
+  return {chunk, chunk};
 }
 
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t items, std::size_t widest_item_bytes) {

@@ -58,11 +58,34 @@ TEST_F(PipelineTest, OddSizesEveryDepthPageableAndPinned) {
   }
 }
 
-TEST_F(PipelineTest, RampedChunksByDefault) {
-  const std::size_t n = 3'000'017;  // 12 MB of floats: a ramp at both ends
+TEST_F(PipelineTest, EqualChunksByDefault) {
+  const std::size_t n = 3'000'017;  // 12 MB of floats
   const auto in = pattern(n);
   std::vector<float> out(n, std::nanf(""));
   Pipeline p;
+  std::vector<std::size_t> sizes;
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  p.compute([&sizes, x, y](const Chunk& c) {
+    sizes.push_back(c.size());
+    launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+  });
+  const auto report = p.run();
+  EXPECT_TRUE(is_affine(in, out));
+  ASSERT_EQ(sizes.size(), report.chunk_count);
+  ASSERT_GE(sizes.size(), 3u);
+  for (std::size_t k = 0; k + 1 < sizes.size(); ++k) EXPECT_EQ(sizes[k], report.chunk_items) << "chunk " << k;
+  EXPECT_LE(sizes.back(), report.chunk_items);
+}
+
+TEST_F(PipelineTest, RampedChunksWhenAskedFor) {
+  const std::size_t n = 3'000'017;  // 12 MB of floats: a ramp at both ends
+  const auto in = pattern(n);
+  std::vector<float> out(n, std::nanf(""));
+  PipelineOptions o;
+  o.chunk_items = 400'000;
+  o.first_chunk_items = 50'000;
+  Pipeline p(o);
   std::vector<std::size_t> sizes;
   const auto x = p.input(in);
   const auto y = p.output(out);

@@ -113,24 +113,24 @@ TEST(ChunkPlan, TooFewItemsForAFullRampUseAShorterOne) {
   expect_tiling(flat, 5, "flat");
 }
 
-TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsAndARamp) {
+TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsNoRamp) {
   constexpr std::size_t MiB = 1 << 20;
-  // 1 GiB of floats: sqrt(1 GiB x 0.5 MiB) is 22.6 MiB, capped at 16 MiB; ramp from 2 MiB.
+  // 1 GiB of floats: sqrt(1 GiB x 0.25 MiB) is 16 MiB.
   auto c = sluice::default_chunking(256 * MiB, 4);
   EXPECT_EQ(c.chunk_items, 4 * MiB);
-  EXPECT_EQ(c.first_items, MiB / 2);
-  // 32 MiB of floats: sqrt(32 MiB x 0.5 MiB) is 4 MiB; ramp from 512 KiB.
-  c = sluice::default_chunking(8 * MiB, 4);
-  EXPECT_EQ(c.chunk_items, MiB);
-  EXPECT_EQ(c.first_items, MiB / 8);
-  // 8 MiB: 2 MiB chunks, ramp from the 256 KiB.
-  c = sluice::default_chunking(2 * MiB, 4);
-  EXPECT_EQ(c.chunk_items, MiB / 2);
-  EXPECT_EQ(c.first_items, MiB / 16);
-  // 3 MiB: sqrt(3 MiB x 0.5 MiB) is 1.22 MiB; the ramp starts at an eighth of it.
-  c = sluice::default_chunking(3 * MiB / 4, 4);
-  EXPECT_NEAR(static_cast<double>(c.chunk_items) * 4, 1.2247 * MiB, 0.001 * MiB);
-  EXPECT_NEAR(static_cast<double>(c.first_items), static_cast<double>(c.chunk_items) / 8, 1.0);
+  EXPECT_EQ(c.first_items, c.chunk_items);
+  // 256 MiB of floats: 8 MiB chunks.
+  c = sluice::default_chunking(64 * MiB, 4);
+  EXPECT_EQ(c.chunk_items, 2 * MiB);
+  EXPECT_EQ(c.first_items, c.chunk_items);
+  // 64 GiB: capped at 16 MiB.
+  EXPECT_EQ(sluice::default_chunking(16 * 1024 * MiB, 4).chunk_items, 4 * MiB);
+  // 4 MiB: 1 MiB chunks, the floor.
+  c = sluice::default_chunking(MiB, 4);
+  EXPECT_EQ(c.chunk_items, MiB / 4);
+  // 12 MiB: sqrt(12 MiB x 0.25 MiB) is 1.73 MiB.
+  c = sluice::default_chunking(3 * MiB, 4);
+  EXPECT_NEAR(static_cast<double>(c.chunk_items) * 4, 1.7320 * MiB, 0.001 * MiB);
   // 2 MiB and below: one chunk.
   c = sluice::default_chunking(MiB / 2, 4);
   EXPECT_EQ(c.chunk_items, MiB / 2);
@@ -143,8 +143,10 @@ TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsAndARamp) {
 TEST(PlanChunks, OptionsDecideTheShape) {
   sluice::PipelineOptions o;
   constexpr std::size_t items = 64 << 20;
+  EXPECT_FALSE(sluice::plan_chunks(o, items, 4).is_ramped());  // equal chunks by default
+  o.first_chunk_items = 1 << 16;  // a ramp when asked for, around the default chunk
   EXPECT_TRUE(sluice::plan_chunks(o, items, 4).is_ramped());
-  o.ramp = false;
+  o.ramp = false;  // and none when told not to
   EXPECT_FALSE(sluice::plan_chunks(o, items, 4).is_ramped());
   o = {};
   o.chunk_items = 1000;  // a size set alone: uniform chunks of it
