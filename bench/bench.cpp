@@ -23,6 +23,11 @@ ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, co
                                const PipelineOptions& options, bool staged) {
   ModelInput in;
   in.rates = c.bound.rates;
+  if (staged) {  // a prediction wants the rate a run sees, not the host at its best
+    in.rates.stage_in_gbps = c.bound.host_while_streaming.stage_in_gbps;
+    in.rates.stage_out_gbps = c.bound.host_while_streaming.stage_out_gbps;
+    in.rates.stage_both_gbps = c.bound.host_while_streaming.both_gbps;
+  }
   in.fixed = result.fixed;
   in.kernel.ms_per_item = c.bound.kernel_ms / static_cast<double>(std::max<std::size_t>(problem.items(), 1));
   in.plan = plan_chunks(options, problem.items(), sizeof(float));
@@ -49,11 +54,7 @@ void detail::settle_bounds(BenchResult& result) {
     keep_faster(best.write_gbps, r.write_gbps);
   }
   result.link = {best.h2d_gbps, best.d2h_gbps, best.both_gbps};
-  if (result.host.threads > 0) {
-    result.host.stage_in_gbps = best.stage_in_gbps;
-    result.host.stage_out_gbps = best.stage_out_gbps;
-    result.host.both_gbps = best.stage_both_gbps;
-  }
+  result.host_best = {best.stage_in_gbps, best.stage_out_gbps, best.stage_both_gbps, result.host.threads};
   for (auto& c : result.cases) c.bound.recompute(best);
   for (auto& row : result.rows) {
     const auto c = std::find_if(result.cases.begin(), result.cases.end(), [&](const BenchCase& k) {
@@ -65,7 +66,7 @@ void detail::settle_bounds(BenchResult& result) {
     row.bound_term = bound.limiter;
     row.efficiency = efficiency(bound.ms, row.ms.median);
     if (row.model_input) {
-      row.model_input->rates = best;
+      row.model_input->rates = with_link(row.model_input->rates, result.link);  // its staging rates stay
       row.model_ms = predict(*row.model_input).ms;
     }
   }

@@ -28,8 +28,9 @@ struct BenchResult {
   DeviceInfo device;
   int repeats = 0;
   LinkRates link;
-  HostCopyRates host;            // staging rates while the copy engines stream: the bound's host term
-  HostCopyRates host_idle_link;  // the same with the link idle, for comparison
+  HostCopyRates host;            // staging rates while the copy engines stream
+  HostCopyRates host_idle_link;  // the same with the link idle
+  HostCopyRates host_best;       // the fastest staging seen in the run, any way: the bound's host term
   FixedCosts fixed;
   std::vector<BenchCase> cases;
   std::vector<MeasuredRow> rows;

@@ -56,7 +56,11 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       workloads::Problem problem(w, items, o.pageable ? workloads::Problem::Memory::pageable : workloads::Problem::Memory::pinned);
       const auto bound = workloads::absolute_bound(problem, o.device, o.repeats, o.pageable ? &pool : nullptr);
       const Bound& b = o.pageable ? bound.staged : bound.pinned;
-      TuneCase c{w.name(), bytes, b.ms, b.limiter, {}, {}, {}, 0};
+      TuneCase c;
+      c.workload = w.name();
+      c.bytes = bytes;
+      c.bound_ms = b.ms;
+      c.bound_term = b.limiter;
       auto measure = [&](const PipelineOptions& options, const std::string& label) {
         PipelineOptions run_options = options;
         run_options.host_memory = HostMemoryPolicy::stage;  // the sweep is about chunks, not registration

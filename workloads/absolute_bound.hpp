@@ -6,10 +6,11 @@
 //    streams per direction), measured again for each bound, the best kept;
 //  - the kernel: the workload alone over the same data, the faster of one
 //    launch over all of it and 16 MiB pieces back to back on one stream;
-//  - the host (pageable rows): the staging threads' copy rates while the
-//    copy engines stream (staging_rates.hpp), measured once, and again over
-//    the row's own arrays; the faster of the two.
+//  - the host (pageable rows): the staging threads' copy rates with the link
+//    idle and while the copy engines stream (staging_rates.hpp), over scratch
+//    memory and over the row's own arrays; the fastest of them.
 #include "sluice/bound.hpp"
+#include "sluice/host_rates.hpp"
 #include "sluice/staging_pool.hpp"
 #include "workload.hpp"
 
@@ -19,6 +20,9 @@ struct AbsoluteBound {
   EngineRates rates;
   double kernel_ms = 0;
   RunVolume pinned_volume, staged_volume;  // what the rows move through each engine
+  // Staging while the link streams: what a staged run most likely sees (for
+  // the model), as opposed to the host at its best in `rates` (for the bound).
+  HostCopyRates host_while_streaming;
   Bound pinned;  // link and kernel
   Bound staged;  // and host staging of every input and the output (empty without host rates)
 

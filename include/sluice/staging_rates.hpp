@@ -1,9 +1,10 @@
 #pragma once
-// The host staging engine at its best in the conditions it always works in:
-// the staging threads' copy rates (host_rates.hpp) measured while the copy
-// engines stream both ways between pinned memory and the device, as they do
-// in every staged run. DMA reads and writes host memory too, so the rate the
-// threads reach with the link busy is the one a staged run can reach.
+// The host staging engine while the copy engines stream both ways between
+// pinned memory and the device, as they do in every staged run: DMA reads
+// and writes host memory too. It is not always slower than with the link
+// idle, nor always what a run sees: a run's copy engines read the slots the
+// threads just wrote, often from cache. A bound takes the fastest of this and
+// the link-idle rates (host_rates.hpp).
 #include "sluice/host_rates.hpp"
 #include "sluice/staging_pool.hpp"
 
