@@ -58,48 +58,53 @@ TEST_F(PipelineTest, OddSizesEveryDepthPageableAndPinned) {
   }
 }
 
-TEST_F(PipelineTest, EqualChunksByDefault) {
-  const std::size_t n = 3'000'017;  // 12 MB of floats
+namespace {
+
+// An affine transform of 12 MB of floats; the size of every chunk it ran, in order.
+struct ChunkSizes {
+  std::vector<std::size_t> sizes;
+  sluice::RunReport report;
+  bool right = false;
+};
+ChunkSizes chunk_sizes_of(const PipelineOptions& o) {
+  const std::size_t n = 3'000'017;
   const auto in = pattern(n);
   std::vector<float> out(n, std::nanf(""));
-  Pipeline p;
-  std::vector<std::size_t> sizes;
+  Pipeline p(o);
+  ChunkSizes r;
   const auto x = p.input(in);
   const auto y = p.output(out);
-  p.compute([&sizes, x, y](const Chunk& c) {
-    sizes.push_back(c.size());
+  p.compute([&r, x, y](const Chunk& c) {
+    r.sizes.push_back(c.size());
     launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
   });
-  const auto report = p.run();
-  EXPECT_TRUE(is_affine(in, out));
-  ASSERT_EQ(sizes.size(), report.chunk_count);
-  ASSERT_GE(sizes.size(), 3u);
-  for (std::size_t k = 0; k + 1 < sizes.size(); ++k) EXPECT_EQ(sizes[k], report.chunk_items) << "chunk " << k;
-  EXPECT_LE(sizes.back(), report.chunk_items);
+  r.report = p.run();
+  r.right = is_affine(in, out);
+  return r;
+}
+
+}  // namespace
+
+TEST_F(PipelineTest, EqualChunksByDefault) {
+  const ChunkSizes r = chunk_sizes_of({});
+  EXPECT_TRUE(r.right);
+  ASSERT_EQ(r.sizes.size(), r.report.chunk_count);
+  ASSERT_GE(r.sizes.size(), 3u);
+  for (std::size_t k = 0; k + 1 < r.sizes.size(); ++k) EXPECT_EQ(r.sizes[k], r.report.chunk_items) << "chunk " << k;
+  EXPECT_LE(r.sizes.back(), r.report.chunk_items);
 }
 
 TEST_F(PipelineTest, RampedChunksWhenAskedFor) {
-  const std::size_t n = 3'000'017;  // 12 MB of floats: a ramp at both ends
-  const auto in = pattern(n);
-  std::vector<float> out(n, std::nanf(""));
   PipelineOptions o;
   o.chunk_items = 400'000;
-  o.first_chunk_items = 50'000;
-  Pipeline p(o);
-  std::vector<std::size_t> sizes;
-  const auto x = p.input(in);
-  const auto y = p.output(out);
-  p.compute([&sizes, x, y](const Chunk& c) {
-    sizes.push_back(c.size());
-    launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-  });
-  const auto report = p.run();
-  EXPECT_TRUE(is_affine(in, out));
-  ASSERT_EQ(sizes.size(), report.chunk_count);
-  ASSERT_GE(sizes.size(), 3u);
-  EXPECT_LT(sizes.front(), report.chunk_items);
-  EXPECT_LT(sizes.back(), report.chunk_items);
-  EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), report.chunk_items);
+  o.first_chunk_items = 50'000;  // a ramp at both ends
+  const ChunkSizes r = chunk_sizes_of(o);
+  EXPECT_TRUE(r.right);
+  ASSERT_EQ(r.sizes.size(), r.report.chunk_count);
+  ASSERT_GE(r.sizes.size(), 3u);
+  EXPECT_LT(r.sizes.front(), r.report.chunk_items);
+  EXPECT_LT(r.sizes.back(), r.report.chunk_items);
+  EXPECT_EQ(*std::max_element(r.sizes.begin(), r.sizes.end()), r.report.chunk_items);
 }
 
 TEST_F(PipelineTest, SeveralSpansOfDifferentTypes) {
