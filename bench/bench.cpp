@@ -22,12 +22,8 @@ using workloads::Problem;
 ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, const Problem& problem,
                                const PipelineOptions& options, bool staged) {
   ModelInput in;
-  in.rates = c.bound.rates;
-  if (staged) {  // a prediction wants the rate a run sees, not the host at its best
-    in.rates.stage_in_gbps = c.bound.host_while_streaming.stage_in_gbps;
-    in.rates.stage_out_gbps = c.bound.host_while_streaming.stage_out_gbps;
-    in.rates.stage_both_gbps = c.bound.host_while_streaming.both_gbps;
-  }
+  // A prediction wants the staging rate a run sees, not the host at its best.
+  in.rates = staged ? with_host(c.bound.rates, c.bound.host_while_streaming) : c.bound.rates;
   in.fixed = result.fixed;
   in.kernel.ms_per_item = c.bound.kernel_ms / static_cast<double>(std::max<std::size_t>(problem.items(), 1));
   in.plan = plan_chunks(options, problem.items(), sizeof(float));
@@ -247,12 +243,7 @@ class CaseRunner {
 
     const double sync_ms = rows.front().ms.median;
     for (auto& row : rows) {
-      const bool host_pass = row.memory == "pageable";
-      const Bound& bound = host_pass && c.bound.staged.ms > 0 ? c.bound.staged : c.bound.pinned;
-      row.speedup = sync_ms / row.ms.median;
-      row.bound_ms = bound.ms;
-      row.bound_term = bound.limiter;
-      row.efficiency = efficiency(bound.ms, row.ms.median);
+      row.speedup = sync_ms / row.ms.median;  // its bound and efficiency: settle_bounds, at the end
       result_.rows.push_back(row);
     }
     result_.cases.push_back(std::move(c));

@@ -42,9 +42,9 @@ std::vector<MeasuredRow> torch_rows(const BenchOptions& options, std::string& no
 // What the model needs to predict a pipeline run over a case.
 ModelInput model_input(const BenchResult& result, const BenchCase& c, const workloads::Problem& problem,
                        const PipelineOptions& options, bool staged);
-// Rates are the machine's, not a case's: every case's bound is computed again
-// with the best each engine showed anywhere in the run, and every row is
-// judged (and predicted) again by it.
+// Rates are the machine's, not a case's: every case's bound is computed with
+// the best each engine showed anywhere in the run, and every row is judged
+// by it (bound, efficiency) and predicted again. Rows are judged only here.
 void settle_bounds(BenchResult& result);
 }  // namespace detail
 

@@ -139,11 +139,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
 
   // Storage at its best, in this run: the file as it now is (in the page cache
   // after being written), and a write of the same size where the output goes.
-  EngineRates rates = with_link({}, refresh_link_rates(o.device));
-  const HostCopyRates host = fastest_of(result.host, result.host_idle_link);
-  rates.stage_in_gbps = host.stage_in_gbps;
-  rates.stage_out_gbps = host.stage_out_gbps;
-  rates.stage_both_gbps = host.both_gbps;
+  EngineRates rates = with_host(with_link({}, refresh_link_rates(o.device)), fastest_of(result.host, result.host_idle_link));
   rates.read_gbps = std::max(storage_gbps(path, bytes, false, pool), storage_gbps(path, bytes, false, pool));
   rates.write_gbps = storage_gbps(out_path, bytes, true, pool);
   if (progress) progress(fmt::format("files: storage read {:.1f} GB/s, write {:.1f} GB/s", rates.read_gbps, rates.write_gbps));
@@ -201,14 +197,9 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
       progress(fmt::format("{} {}: {:.2f} ms, {}", workload, method, row.ms.median, row.verified ? "verified" : "NOT VERIFIED: " + failure));
     return row;
   };
+  // Each row's bound and efficiency are set by settle_bounds, once every case has run.
   auto finish_case = [&](BenchCase c, std::vector<MeasuredRow> rows) {
-    for (auto& row : rows) {
-      const Bound& bound = row.memory == "pageable" ? c.bound.staged : c.bound.pinned;
-      row.bound_ms = bound.ms;
-      row.bound_term = bound.limiter;
-      row.efficiency = efficiency(bound.ms, row.ms.median);
-      result.rows.push_back(row);
-    }
+    result.rows.insert(result.rows.end(), rows.begin(), rows.end());
     result.cases.push_back(std::move(c));
   };
   std::vector<char> buffer(loop_chunk);

@@ -96,9 +96,7 @@ AbsoluteBound absolute_bound(const Problem& p, int device, int repeats, StagingP
       b.host_while_streaming = fastest_of(b.host_while_streaming, measure_staging_rates(device, *host, own));
       h = fastest_of(h, fastest_of(b.host_while_streaming, measure_host_copy_rates(*host, own)));
     }
-    b.rates.stage_in_gbps = h.stage_in_gbps;
-    b.rates.stage_out_gbps = h.stage_out_gbps;
-    b.rates.stage_both_gbps = h.both_gbps;
+    b.rates = with_host(b.rates, h);
   }
   b.kernel_ms = kernel_alone_ms(p, repeats);
   b.pinned_volume = volume_of(p, b.kernel_ms, false);

@@ -6,6 +6,7 @@
 // is a small ring, as the pipeline's is. Host-only.
 #include <cstddef>
 
+#include "sluice/bound.hpp"
 #include "sluice/staging_pool.hpp"
 
 namespace sluice {
@@ -39,5 +40,13 @@ HostCopyRates fastest_of(const HostCopyRates& a, const HostCopyRates& b);
 
 // Measured once per process and thread count, then reused.
 HostCopyRates host_copy_rates(StagingPool& pool);
+
+// The host staging part of EngineRates (as with_link is the link part).
+inline EngineRates with_host(EngineRates rates, const HostCopyRates& host) {
+  rates.stage_in_gbps = host.stage_in_gbps;
+  rates.stage_out_gbps = host.stage_out_gbps;
+  rates.stage_both_gbps = host.both_gbps;
+  return rates;
+}
 
 }  // namespace sluice

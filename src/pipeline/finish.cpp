@@ -118,10 +118,7 @@ RunReport Submission::State::finish() {
     EngineRates rates = with_link({}, link_rates(e.device));
     if (report.volume.staged_in_bytes > 0 || report.volume.staged_out_bytes > 0) {
       // The faster of link idle and link streaming: a bound no run can beat.
-      const HostCopyRates host = fastest_of(staging_rates(e.device, e.staging_pool()), host_copy_rates(e.staging_pool()));
-      rates.stage_in_gbps = host.stage_in_gbps;
-      rates.stage_out_gbps = host.stage_out_gbps;
-      rates.stage_both_gbps = host.both_gbps;
+      rates = with_host(rates, fastest_of(staging_rates(e.device, e.staging_pool()), host_copy_rates(e.staging_pool())));
     }
     report.bound = compute_bound(report.volume, rates);
   }
