@@ -36,20 +36,20 @@ ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, co
 }
 
 void detail::settle_bounds(BenchResult& result) {
-  EngineRates best = with_link({}, result.link);
+  LinkRates best_link = result.link;
+  EngineRates best;
   auto keep_faster = [](double& best_gbps, double gbps) { best_gbps = std::max(best_gbps, gbps); };
   for (const auto& c : result.cases) {
     const EngineRates& r = c.bound.rates;
-    keep_faster(best.h2d_gbps, r.h2d_gbps);
-    keep_faster(best.d2h_gbps, r.d2h_gbps);
-    keep_faster(best.both_gbps, r.both_gbps);
+    best_link = fastest_of(best_link, {r.h2d_gbps, r.d2h_gbps, r.both_gbps, r.h2d_heavy, r.d2h_heavy});
     keep_faster(best.stage_in_gbps, r.stage_in_gbps);
     keep_faster(best.stage_out_gbps, r.stage_out_gbps);
     keep_faster(best.stage_both_gbps, r.stage_both_gbps);
     keep_faster(best.read_gbps, r.read_gbps);
     keep_faster(best.write_gbps, r.write_gbps);
   }
-  result.link = {best.h2d_gbps, best.d2h_gbps, best.both_gbps};
+  best = with_link(best, best_link);
+  result.link = best_link;
   result.host_best = {best.stage_in_gbps, best.stage_out_gbps, best.stage_both_gbps, result.host.threads};
   for (auto& c : result.cases) c.bound.recompute(best);
   for (auto& row : result.rows) {

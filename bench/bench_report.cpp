@@ -92,8 +92,10 @@ std::vector<TargetCheck> check_targets(const BenchResult& r) {
 std::string bench_text(const BenchResult& r) {
   std::string out = fmt::format("GPU {}: {} ({} copy engines); medians of {} runs after warm-up\n", r.device.ordinal,
                                 r.device.name, r.device.async_engine_count, r.repeats);
-  out += fmt::format("link at its best: H2D {:.1f}, D2H {:.1f}, both ways {:.1f} GB/s", r.link.h2d_gbps, r.link.d2h_gbps,
-                     r.link.both_gbps);
+  out += fmt::format("link at its best: H2D {:.1f}, D2H {:.1f}, both ways {:.1f} GB/s (2:1 in {:.1f} + {:.1f}, 1:2 {:.1f} + "
+                     "{:.1f} out)",
+                     r.link.h2d_gbps, r.link.d2h_gbps, r.link.both_gbps, r.link.h2d_heavy.h2d_gbps,
+                     r.link.h2d_heavy.d2h_gbps, r.link.d2h_heavy.h2d_gbps, r.link.d2h_heavy.d2h_gbps);
   if (r.host.threads > 0)
     out += fmt::format("\nhost staging ({} threads) at its best: in {:.1f}, out {:.1f}, both {:.1f} GB/s "
                        "(while the link streams: {:.1f}, {:.1f}, {:.1f}; link idle: {:.1f}, {:.1f}, {:.1f})",
@@ -156,7 +158,11 @@ std::string bench_json(const BenchResult& r, int indent) {
   for (const auto& c : check_targets(r)) targets.push_back({{"what", c.what}, {"met", c.met}});
   return nlohmann::json{{"device", r.device.name},
                         {"repeats", r.repeats},
-                        {"link", {{"h2d_gbps", r.link.h2d_gbps}, {"d2h_gbps", r.link.d2h_gbps}, {"both_gbps", r.link.both_gbps}}},
+                        {"link", {{"h2d_gbps", r.link.h2d_gbps},
+                                  {"d2h_gbps", r.link.d2h_gbps},
+                                  {"both_gbps", r.link.both_gbps},
+                                  {"h2d_heavy", {{"h2d_gbps", r.link.h2d_heavy.h2d_gbps}, {"d2h_gbps", r.link.h2d_heavy.d2h_gbps}}},
+                                  {"d2h_heavy", {{"h2d_gbps", r.link.d2h_heavy.h2d_gbps}, {"d2h_gbps", r.link.d2h_heavy.d2h_gbps}}}}},
                         {"host", {{"stage_in_gbps", r.host_best.stage_in_gbps}, {"stage_out_gbps", r.host_best.stage_out_gbps},
                                   {"both_gbps", r.host_best.both_gbps}, {"threads", r.host.threads},
                                   {"while_link_streams", {{"stage_in_gbps", r.host.stage_in_gbps},

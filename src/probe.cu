@@ -94,16 +94,23 @@ void measure_size(ProbeResult& r, std::size_t bytes, int repeats, Stream& s1, St
   r.registration.push_back(measured("register", bytes, register_ms));
   r.registration.push_back(measured("unregister", bytes, unregister_ms));
 
-  // Both directions at once: H2D on s1, D2H on s2, forked and joined by events.
+  // Both directions at once: H2D on s1, D2H on s2, forked and joined by
+  // events; equal bytes, then twice the bytes one way (the bound's link term
+  // at unequal mixes, bound.hpp).
   Event fork, join;
-  r.transfers.push_back(measured("both ways pinned", bytes, time([&](StreamView s) {
-    fork.record(s);
-    s2.wait(fork);
-    copy_async(dev_a.data(), pinned_in.data(), bytes, cudaMemcpyHostToDevice, s);
-    copy_async(pinned_out.data(), dev_b.data(), bytes, cudaMemcpyDeviceToHost, s2);
-    join.record(s2);
-    s.wait(join);
-  }), 2 * bytes));
+  auto both_ways = [&](const char* name, std::size_t h2d_bytes, std::size_t d2h_bytes) {
+    r.transfers.push_back(measured(name, bytes, time([&](StreamView s) {
+      fork.record(s);
+      s2.wait(fork);
+      copy_async(dev_a.data(), pinned_in.data(), h2d_bytes, cudaMemcpyHostToDevice, s);
+      copy_async(pinned_out.data(), dev_b.data(), d2h_bytes, cudaMemcpyDeviceToHost, s2);
+      join.record(s2);
+      s.wait(join);
+    }), h2d_bytes + d2h_bytes));
+  };
+  both_ways("both ways pinned", bytes, bytes);
+  both_ways("both ways 2:1 pinned", bytes, bytes / 2);
+  both_ways("both ways 1:2 pinned", bytes / 2, bytes);
   r.transfers.push_back(measured("d2d", bytes, time([&](StreamView s) {
     copy_async(dev_b.data(), dev_a.data(), bytes, cudaMemcpyDeviceToDevice, s);
   })));

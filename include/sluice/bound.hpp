@@ -1,9 +1,12 @@
 #pragma once
 // The bound every sluice figure is judged against (docs/design.md):
 //
-//   bound = max(T_h2d, T_kernel, T_d2h, (bytes_h2d + bytes_d2h) / rate_both_ways,
+//   bound = max(T_h2d, T_kernel, T_d2h, T_link(bytes_h2d, bytes_d2h),
 //               bytes_staged / rate_host_copy, bytes_read / rate_storage_read,
 //               bytes_written / rate_storage_write)
+//
+// T_link is the link with both directions busy at once, at the run's own mix
+// of bytes (link_ms below).
 //
 // Each term is one engine at its best, measured independently of the
 // pipeline's own configuration (chunk size, depth, streams): link rates from
@@ -17,11 +20,21 @@
 
 namespace sluice {
 
+// What the link did with both directions at once and unequal bytes: each
+// direction's bytes over the time until both had finished, in GB/s.
+struct LinkPoint {
+  double h2d_gbps = 0;
+  double d2h_gbps = 0;
+  bool known() const { return h2d_gbps > 0 && d2h_gbps > 0; }
+};
+
 // Engine rates in GB/s (10^9 bytes/s); 0 means unknown, and that term is left out.
 struct EngineRates {
   double h2d_gbps = 0;        // pinned host -> device, alone
   double d2h_gbps = 0;        // device -> pinned host, alone
-  double both_gbps = 0;       // both directions at once, bytes of both counted
+  double both_gbps = 0;       // both directions at once, equal bytes, bytes of both counted
+  LinkPoint h2d_heavy;        // both at once, twice the bytes host -> device
+  LinkPoint d2h_heavy;        // both at once, twice the bytes device -> host
   double stage_in_gbps = 0;   // host copy pageable -> pinned, all staging threads
   double stage_out_gbps = 0;  // host copy pinned -> pageable, all staging threads
   double stage_both_gbps = 0; // both staging directions at once, bytes of both counted
@@ -51,6 +64,16 @@ struct Bound {
   std::vector<BoundTerm> terms;  // every term that could be computed, largest first
   bool host_limited() const { return limiter == "host staging" || limiter == "storage read" || limiter == "storage write"; }
 };
+
+// The link moving `h2d_bytes` and `d2h_bytes` at once, in ms. With the
+// unequal mixes measured, the time at any mix follows from the measured
+// points (alone each way, 2:1, 1:1, 1:2) and time sharing between them: the
+// link's capacity is their convex hull. The link does not split itself as
+// the single-direction rates and the both-ways total would allow: at 2:1 on
+// PCIe Gen5 the H2D copy gets ~53 GB/s beside the D2H, not the 55 it gets
+// alone. Without the mixes, the older outer limit: the largest of each
+// direction alone and both bytes over the both-ways rate. 0 when no rate is known.
+double link_ms(double h2d_bytes, double d2h_bytes, const EngineRates& rates);
 
 // Throws std::invalid_argument on negative volumes or rates.
 Bound compute_bound(const RunVolume& volume, const EngineRates& rates);

@@ -1,18 +1,73 @@
 #include "sluice/bound.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <stdexcept>
 
 namespace sluice {
 
 namespace {
+
 double at_rate(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e6) : 0.0; }
+
+struct Vec {
+  double x, y;
+};
+double cross(Vec a, Vec b) { return a.x * b.y - a.y * b.x; }
+
+// The largest s for which s * u lies on a segment between two of `points`
+// (or on one of them): where the ray along u leaves their convex hull.
+template <std::size_t N>
+double farthest_along(Vec u, const std::array<Vec, N>& points) {
+  constexpr double slack = 1e-12;
+  double best = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    const Vec p = points[i];
+    if (std::abs(cross(p, u)) <= slack * (p.x * p.x + p.y * p.y + 1) && p.x * u.x + p.y * u.y > 0)
+      best = std::max(best, (p.x * u.x + p.y * u.y) / (u.x * u.x + u.y * u.y));
+    for (std::size_t j = i + 1; j < N; ++j) {
+      const Vec w{points[j].x - p.x, points[j].y - p.y};
+      const double det = cross(u, w);
+      if (det == 0) continue;  // parallel to the ray: its ends are checked as points
+      const double s = cross(p, w) / det, along = cross(p, u) / det;
+      if (s > 0 && along >= -slack && along <= 1 + slack) best = std::max(best, s);
+    }
+  }
+  return best;
+}
+
+bool mixes_known(const EngineRates& r) {
+  return r.h2d_gbps > 0 && r.d2h_gbps > 0 && r.both_gbps > 0 && r.h2d_heavy.known() && r.d2h_heavy.known();
+}
+
+// Both directions busy: the convex hull of the measured points (rates in bytes/ms).
+double measured_link_ms(double h2d_bytes, double d2h_bytes, const EngineRates& r) {
+  const double per_ms = 1e6;
+  const std::array<Vec, 5> points{{{r.h2d_gbps * per_ms, 0},
+                                   {r.h2d_heavy.h2d_gbps * per_ms, r.h2d_heavy.d2h_gbps * per_ms},
+                                   {r.both_gbps / 2 * per_ms, r.both_gbps / 2 * per_ms},
+                                   {r.d2h_heavy.h2d_gbps * per_ms, r.d2h_heavy.d2h_gbps * per_ms},
+                                   {0, r.d2h_gbps * per_ms}}};
+  const double s = farthest_along(Vec{h2d_bytes, d2h_bytes}, points);
+  return s > 0 ? 1 / s : 0.0;
+}
+
 }  // namespace
+
+double link_ms(double h2d_bytes, double d2h_bytes, const EngineRates& r) {
+  if (h2d_bytes <= 0 && d2h_bytes <= 0) return 0;
+  if (mixes_known(r)) return measured_link_ms(h2d_bytes, d2h_bytes, r);
+  double ms = std::max(at_rate(h2d_bytes, r.h2d_gbps), at_rate(d2h_bytes, r.d2h_gbps));
+  if (h2d_bytes > 0 && d2h_bytes > 0) ms = std::max(ms, at_rate(h2d_bytes + d2h_bytes, r.both_gbps));
+  return ms;
+}
 
 Bound compute_bound(const RunVolume& v, const EngineRates& r) {
   for (double x : {v.h2d_bytes, v.d2h_bytes, v.staged_in_bytes, v.staged_out_bytes, v.read_bytes, v.written_bytes,
-                   v.kernel_ms, r.h2d_gbps, r.d2h_gbps, r.both_gbps, r.stage_in_gbps, r.stage_out_gbps,
-                   r.stage_both_gbps, r.read_gbps, r.write_gbps})
+                   v.kernel_ms, r.h2d_gbps, r.d2h_gbps, r.both_gbps, r.h2d_heavy.h2d_gbps, r.h2d_heavy.d2h_gbps,
+                   r.d2h_heavy.h2d_gbps, r.d2h_heavy.d2h_gbps, r.stage_in_gbps, r.stage_out_gbps, r.stage_both_gbps,
+                   r.read_gbps, r.write_gbps})
     if (x < 0) throw std::invalid_argument("bound: volumes and rates must not be negative");
   Bound bound;
   auto add = [&](std::string name, double ms) {
@@ -21,7 +76,10 @@ Bound compute_bound(const RunVolume& v, const EngineRates& r) {
   add("h2d", at_rate(v.h2d_bytes, r.h2d_gbps));
   add("kernel", v.kernel_ms);
   add("d2h", at_rate(v.d2h_bytes, r.d2h_gbps));
-  if (v.h2d_bytes > 0 && v.d2h_bytes > 0) add("link (both directions)", at_rate(v.h2d_bytes + v.d2h_bytes, r.both_gbps));
+  // Both directions at once, at this run's mix when the mixes were measured.
+  if (v.h2d_bytes > 0 && v.d2h_bytes > 0)
+    add("link (both directions)", mixes_known(r) ? measured_link_ms(v.h2d_bytes, v.d2h_bytes, r)
+                                                 : at_rate(v.h2d_bytes + v.d2h_bytes, r.both_gbps));
   // Host staging: one pool of threads serves both directions, so when both
   // stage, their bytes share the measured both-directions rate.
   double staging_ms = std::max(at_rate(v.staged_in_bytes, r.stage_in_gbps), at_rate(v.staged_out_bytes, r.stage_out_gbps));

@@ -1,5 +1,6 @@
 #include "sluice/probe.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,12 @@ TEST_F(ProbeTest, SmallProbeMeasuresEveryRow) {
   o.repeats = 3;
   o.max_host_threads = 2;
   auto r = sluice::run_probe(o);
-  EXPECT_EQ(r.transfers.size(), 3u * 8u);  // 64 KiB, 256 KiB, 1 MiB x 8 kinds of copy
+  EXPECT_EQ(r.transfers.size(), 3u * 10u);  // 64 KiB, 256 KiB, 1 MiB x 10 kinds of copy
+  // Both ways at 2:1 moves one and a half times the size.
+  const auto mix = std::find_if(r.transfers.begin(), r.transfers.end(),
+                                [](const sluice::Measurement& m) { return m.name == "both ways 2:1 pinned"; });
+  ASSERT_NE(mix, r.transfers.end());
+  EXPECT_EQ(mix->moved_bytes(), mix->bytes + mix->bytes / 2);
   EXPECT_EQ(r.registration.size(), 3u * 2u);
   // Host copies with 1 and 2 threads, then the staging rates the model reads back.
   std::vector<std::string> host;

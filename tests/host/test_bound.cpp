@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using sluice::compute_bound;
 using sluice::EngineRates;
 using sluice::RunVolume;
@@ -42,6 +44,52 @@ TEST(Bound, SharedLinkCanBeTheLimit) {
   auto b = compute_bound(v, h200_like());
   EXPECT_DOUBLE_EQ(b.ms, 11);
   EXPECT_EQ(b.limiter, "link (both directions)");
+}
+
+namespace {
+// Measured on an H200 (PCIe Gen5): 256:128 MiB at once in 5.0 ms.
+EngineRates with_mixes() {
+  EngineRates r = h200_like();
+  r.h2d_heavy = {53.7, 26.85};
+  r.d2h_heavy = {26.4, 52.8};
+  return r;
+}
+}  // namespace
+
+TEST(Bound, UnequalMixUsesTheMeasuredPoint) {
+  // 2:1, as vadd moves: the link at that mix, not H2D alone (9.76 ms) nor
+  // both ways (8.05 ms), sets the bound.
+  RunVolume v;
+  v.h2d_bytes = 2 * 268435456.0;
+  v.d2h_bytes = 268435456.0;
+  const auto b = compute_bound(v, with_mixes());
+  EXPECT_EQ(b.limiter, "link (both directions)");
+  EXPECT_NEAR(b.ms, v.h2d_bytes / 53.7e6, 1e-9);
+  EXPECT_NEAR(sluice::link_ms(v.h2d_bytes, v.d2h_bytes, with_mixes()), b.ms, 1e-12);
+  // Without the mixes, the outer limit of before: H2D alone.
+  const auto outer = compute_bound(v, h200_like());
+  EXPECT_EQ(outer.limiter, "h2d");
+  EXPECT_NEAR(outer.ms, v.h2d_bytes / 55e6, 1e-9);
+}
+
+TEST(Bound, MixesBetweenMeasuredPointsTimeShare) {
+  const EngineRates r = with_mixes();
+  // Equal bytes: the both-ways rate, as before.
+  EXPECT_NEAR(sluice::link_ms(1e9, 1e9, r), 2e9 / 100e6, 1e-9);
+  // One way only: that direction alone.
+  EXPECT_NEAR(sluice::link_ms(1e9, 0, r), 1e9 / 55e6, 1e-9);
+  EXPECT_NEAR(sluice::link_ms(0, 1e9, r), 1e9 / 55e6, 1e-9);
+  // 4:1 lies between H2D alone (55, 0) and the 2:1 point (53.7, 26.85): on
+  // that segment, h = 4 d gives 55 - 1.3 t = 4 * 26.85 t.
+  const double t = 55 / (4 * 26.85 + 1.3), h_rate = 55 - 1.3 * t;
+  EXPECT_NEAR(sluice::link_ms(4e9, 1e9, r), 4e9 / (h_rate * 1e6), 1e-9);
+  // Never below any single-direction or both-ways limit at these rates.
+  for (double share : {0.1, 0.3, 0.45, 0.5, 0.6, 0.8, 0.95}) {
+    const double h = share * 1e9, d = (1 - share) * 1e9;
+    const double ms = sluice::link_ms(h, d, r);
+    EXPECT_GE(ms + 1e-9, std::max({h / 55e6, d / 55e6, (h + d) / 100e6})) << share;
+  }
+  EXPECT_EQ(sluice::link_ms(0, 0, r), 0.0);
 }
 
 TEST(Bound, StagedBytesMakeTheHostAnEngine) {

@@ -78,6 +78,18 @@ TEST(ProbeResult, JsonReadsBackForTheModel) {
   EXPECT_EQ(link.d2h_gbps, 0.0);  // not measured in the sample
 }
 
+TEST(ProbeResult, UnequalMixesBecomeLinkPoints) {
+  auto r = sample();
+  // 1 GiB in and 512 MiB out at 80 GB/s in all: 53.3 in, 26.7 out.
+  r.transfers.push_back(m("both ways 2:1 pinned", 1 << 30, 1.5 * 1073741824.0 / 80e6, std::size_t{3} << 29));
+  r.transfers.push_back(m("both ways 1:2 pinned", 1 << 30, 1.5 * 1073741824.0 / 78e6, std::size_t{3} << 29));
+  const auto link = sluice::tools::link_rates_of(r);
+  EXPECT_NEAR(link.h2d_heavy.h2d_gbps, 80.0 * 2 / 3, 1e-9);
+  EXPECT_NEAR(link.h2d_heavy.d2h_gbps, 80.0 / 3, 1e-9);
+  EXPECT_NEAR(link.d2h_heavy.h2d_gbps, 78.0 / 3, 1e-9);
+  EXPECT_NEAR(link.d2h_heavy.d2h_gbps, 78.0 * 2 / 3, 1e-9);
+}
+
 TEST(ProbeResult, BadJsonSaysWhatIsWrong) {
   EXPECT_THROW(sluice::tools::probe_from_json("{not json"), std::invalid_argument);
   try {

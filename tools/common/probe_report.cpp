@@ -211,6 +211,12 @@ LinkRates link_rates_of(const ProbeResult& r) {
     if (m.name == "h2d pinned") rates.h2d_gbps = std::max(rates.h2d_gbps, m.median_gbps());
     if (m.name == "d2h pinned") rates.d2h_gbps = std::max(rates.d2h_gbps, m.median_gbps());
     if (m.name == "both ways pinned") rates.both_gbps = std::max(rates.both_gbps, m.median_gbps());
+    // 2:1 moves two thirds of its bytes one way and a third the other.
+    const double gbps = m.median_gbps();
+    if (m.name == "both ways 2:1 pinned" && gbps > rates.h2d_heavy.h2d_gbps + rates.h2d_heavy.d2h_gbps)
+      rates.h2d_heavy = {gbps * 2 / 3, gbps / 3};
+    if (m.name == "both ways 1:2 pinned" && gbps > rates.d2h_heavy.h2d_gbps + rates.d2h_heavy.d2h_gbps)
+      rates.d2h_heavy = {gbps / 3, gbps * 2 / 3};
   }
   return rates;
 }
