@@ -150,7 +150,7 @@ class CaseRunner {
                                                            options_.host_rows ? &pool : nullptr,
                                                            pageable ? &*pageable : nullptr)};
     std::vector<MeasuredRow> rows;
-    const PipelineOptions& base = options_.pipeline;
+    const PipelineOptions base = workloads::elementwise(options_.pipeline);
 
     // The pinned rows, measured in rounds (measure_in_rounds says why).
     std::vector<workloads::Contender> pinned_rows;
@@ -170,10 +170,11 @@ class CaseRunner {
     }
     Pipeline sluice_pinned = workloads::make_pipeline(pinned, base);
     pinned_rows.push_back({"sluice pinned", &pinned, true, [&] { sluice_pinned.run(); }, {}, {}});
-    PipelineOptions concurrent = base;
-    concurrent.compute_streams = 2;
-    Pipeline sluice_concurrent = workloads::make_pipeline(pinned, concurrent);
-    pinned_rows.push_back({"sluice pinned, 2 compute streams", &pinned, true, [&] { sluice_concurrent.run(); }, {}, {}});
+    PipelineOptions in_order = base;  // what a kernel with chunk-to-chunk state would need
+    in_order.kernel_order = KernelOrder::in_chunk_order;
+    in_order.compute_streams = 0;
+    Pipeline sluice_in_order = workloads::make_pipeline(pinned, in_order);
+    pinned_rows.push_back({"sluice pinned, kernels in chunk order", &pinned, true, [&] { sluice_in_order.run(); }, {}, {}});
     const std::vector<MeasuredRow> measured = workloads::measure_in_rounds(pinned_rows, options_.repeats);
     for (const auto& row : measured) report(row);
 
@@ -204,7 +205,7 @@ class CaseRunner {
     rows.push_back(measured[triples_at + triples.size()]);
     with_model(rows.back(), detail::model_input(result_, c, pinned, base, false));
     rows.push_back(measured[triples_at + triples.size() + 1]);
-    with_model(rows.back(), detail::model_input(result_, c, pinned, concurrent, false));
+    with_model(rows.back(), detail::model_input(result_, c, pinned, in_order, false));
     record_lanes("sluice pinned", pinned, base, c.bound.pinned.ms);
 
     if (pageable) {

@@ -31,7 +31,7 @@ std::vector<TunePoint> final_rounds(workloads::Problem& problem, const std::vect
   std::vector<Pipeline> pipelines;
   std::vector<workloads::Contender> contenders;
   for (auto& point : points) {
-    PipelineOptions options = point.options;
+    PipelineOptions options = workloads::elementwise(point.options);
     options.host_memory = HostMemoryPolicy::stage;
     pipelines.push_back(workloads::make_pipeline(problem, options));
   }
@@ -62,7 +62,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       c.bound_ms = b.ms;
       c.bound_term = b.limiter;
       auto measure = [&](const PipelineOptions& options, const std::string& label) {
-        PipelineOptions run_options = options;
+        PipelineOptions run_options = workloads::elementwise(options);
         run_options.host_memory = HostMemoryPolicy::stage;  // the sweep is about chunks, not registration
         Pipeline p = workloads::make_pipeline(problem, run_options);
         auto row = workloads::measure_row(label, problem, true, o.repeats, [&] { p.run(); });

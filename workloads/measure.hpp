@@ -48,6 +48,14 @@ struct WorkloadPipeline {
 };
 WorkloadPipeline make_workload_pipeline(Problem& problem, const PipelineOptions& options);
 
+// Every workload here computes each output item from the same items of its
+// inputs alone, so its kernels may overlap across chunks; what a caller
+// would state for such a kernel.
+inline PipelineOptions elementwise(PipelineOptions options) {
+  options.kernel_order = KernelOrder::independent;
+  return options;
+}
+
 // The same, when the handles are not needed.
 Pipeline make_pipeline(Problem& problem, const PipelineOptions& options);
 

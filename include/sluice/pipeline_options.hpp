@@ -24,6 +24,19 @@ enum class HostMemoryPolicy {
   // physical memory are only staged.
   automatic,
 };
+// Whether a chunk's kernel needs the kernels of the chunks before it.
+enum class KernelOrder {
+  // Kernels run one after another in chunk order, on one compute stream: what
+  // a running sum, a scan's carry or any chunk-to-chunk state needs. The
+  // default, because the pipeline cannot see what a kernel does.
+  in_chunk_order,
+  // Each chunk's kernel reads and writes only its own chunk's data. Kernels of
+  // neighbouring chunks may then overlap, so one starts in the SMs the tail of
+  // the previous leaves idle: 3-5 % faster on compute-bound kernels (sincos
+  // over 256 MiB on an H200), the same on copy-bound ones.
+  independent,
+};
+
 // Registered spans stay registered until clear_spans(), rebind() of that
 // span, or the pipeline's destruction: the caller's memory must outlive that,
 // not only the run, under register_memory and automatic.
@@ -43,12 +56,13 @@ struct PipelineOptions {
   bool ramp = true;
   // Device slots per span (>= 1): how many chunks can be on the device at once.
   std::size_t depth = 4;
-  // Chunks take turns over this many compute streams. With one (the
-  // default), kernels run in chunk order, as a running sum, a scan's carry
-  // or any chunk-to-chunk state needs. More lets one chunk's kernel start in
-  // the SMs the tail of the previous one leaves idle: only for kernels that
-  // carry no state from chunk to chunk.
-  unsigned compute_streams = 1;
+  // What the kernels allow; the one fact about the work the pipeline cannot
+  // measure, so the caller states it. Nothing else needs choosing.
+  KernelOrder kernel_order = KernelOrder::in_chunk_order;
+  // Compute streams the chunks take turns over. 0 (the default): one for
+  // in_chunk_order, two for independent kernels (compute_stream_count()).
+  // More than one with in_chunk_order is refused: kernels would run out of order.
+  unsigned compute_streams = 0;
   // Host threads that stage pageable spans and serve sources and sinks; 0:
   // StagingPool::default_thread_count() (two fewer than the hardware threads).
   unsigned staging_threads = 0;
@@ -62,5 +76,9 @@ struct PipelineOptions {
   // the run's own compute intervals.
   bool report_bound = false;
 };
+
+// The compute streams `options` give a pipeline. Throws std::invalid_argument
+// when more than one is asked for kernels that must run in chunk order.
+unsigned compute_stream_count(const PipelineOptions& options);
 
 }  // namespace sluice

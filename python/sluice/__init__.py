@@ -127,14 +127,22 @@ class _Exported:
 class Pipeline:
     """Copy in, compute, copy out, chunk by chunk, with every engine busy (see sluice::Pipeline)."""
 
-    def __init__(self, *, chunk_items=0, first_chunk_items=0, ramp=True, depth=4, compute_streams=1,
-                 staging_threads=0, host_memory="automatic", priority=0, record=False, report_bound=False, device=None):
+    def __init__(self, *, chunk_items=0, first_chunk_items=0, ramp=True, depth=4, kernel_order="in_chunk_order",
+                 compute_streams=0, staging_threads=0, host_memory="automatic", priority=0, record=False,
+                 report_bound=False, device=None):
+        # kernel_order: "in_chunk_order" (default) runs the compute of chunk after chunk on one stream, as
+        # chunk-to-chunk state needs; "independent" lets neighbouring chunks' compute overlap (two streams).
         if host_memory not in ("stage", "register", "automatic"):
             raise ValueError(f"host_memory must be 'stage', 'register' or 'automatic', not {host_memory!r}")
-        if depth < 1 or compute_streams < 1:
-            raise ValueError("depth and compute_streams must be at least 1")
-        self._options = (chunk_items, first_chunk_items, ramp, depth, compute_streams, staging_threads, host_memory,
-                         priority, record, report_bound, device)
+        if kernel_order not in ("in_chunk_order", "independent"):
+            raise ValueError(f"kernel_order must be 'in_chunk_order' or 'independent', not {kernel_order!r}")
+        if depth < 1 or compute_streams < 0:
+            raise ValueError("depth must be at least 1 and compute_streams at least 0 (0: picked)")
+        if kernel_order == "in_chunk_order" and compute_streams > 1:
+            raise ValueError(f"compute_streams={compute_streams} would run the compute out of chunk order: "
+                             "pass kernel_order='independent' if each chunk's compute stands alone")
+        self._options = (chunk_items, first_chunk_items, ramp, depth, kernel_order, compute_streams, staging_threads,
+                         host_memory, priority, record, report_bound, device)
         self._pipeline = None  # made at first use: arrays and options are checked without a GPU
         self._handles, self._arrays, self._streams, self._views = [], [], {}, {}
 

@@ -66,6 +66,12 @@ HostMemoryPolicy policy_of(const std::string& policy) {
   throw std::invalid_argument("host_memory must be 'stage', 'register' or 'automatic', not '" + policy + "'");
 }
 
+KernelOrder kernel_order_of(const std::string& order) {
+  if (order == "in_chunk_order") return KernelOrder::in_chunk_order;
+  if (order == "independent") return KernelOrder::independent;
+  throw std::invalid_argument("kernel_order must be 'in_chunk_order' or 'independent', not '" + order + "'");
+}
+
 py::dict bound_dict(const Bound& b) {
   py::dict terms;
   for (const auto& t : b.terms) terms[py::str(t.name)] = t.ms;
@@ -121,13 +127,14 @@ void bind_pipeline(py::module_& m) {
 
   py::class_<Pipeline>(m, "_Pipeline")
       .def(py::init([](std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,
-                       unsigned compute_streams, unsigned staging_threads, const std::string& host_memory, int priority,
+                       const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads, const std::string& host_memory, int priority,
                        bool record, bool report_bound, std::optional<int> device) {
              PipelineOptions o;
              o.chunk_items = chunk_items;
              o.first_chunk_items = first_chunk_items;
              o.ramp = ramp;
              o.depth = depth;
+             o.kernel_order = kernel_order_of(kernel_order);
              o.compute_streams = compute_streams;
              o.staging_threads = staging_threads;
              o.host_memory = policy_of(host_memory);
@@ -137,7 +144,8 @@ void bind_pipeline(py::module_& m) {
              o.device = device;
              return Pipeline(o);
            }),
-           py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("depth"), py::arg("compute_streams"),
+           py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("depth"), py::arg("kernel_order"),
+           py::arg("compute_streams"),
            py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"), py::arg("record"),
            py::arg("report_bound"), py::arg("device"))
       .def_property_readonly("device", &Pipeline::device)

@@ -58,7 +58,7 @@ void detail::ChunkGate::close() {
 namespace {
 int resolve_device(const PipelineOptions& o) {
   if (o.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
-  if (o.compute_streams == 0) throw std::invalid_argument("compute_streams must be at least 1");
+  compute_stream_count(o);  // refuses more streams than the kernel order allows
   if (!o.device) {
     int current = 0;
     SLUICE_CUDA_CHECK(cudaGetDevice(&current));
@@ -81,7 +81,7 @@ Stream stream_on(int device, int priority) {
 
 Pipeline::Engine::Engine(PipelineOptions o)
     : options(o), device(resolve_device(o)), h2d(stream_on(device, o.priority)), d2h(stream_on(device, o.priority)) {
-  for (unsigned i = 0; i < o.compute_streams; ++i) compute.push_back(stream_on(device, o.priority));
+  for (unsigned i = 0; i < compute_stream_count(o); ++i) compute.push_back(stream_on(device, o.priority));
   generation = next_generation();
 }
 

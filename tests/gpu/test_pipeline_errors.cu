@@ -42,9 +42,9 @@ TEST_F(PipelineTest, BadConfigurationsAreRejectedBeforeWork) {
   PipelineOptions zero_depth;
   zero_depth.depth = 0;
   EXPECT_THROW(Pipeline{zero_depth}, std::invalid_argument);
-  PipelineOptions zero_streams;
-  zero_streams.compute_streams = 0;
-  EXPECT_THROW(Pipeline{zero_streams}, std::invalid_argument);
+  PipelineOptions out_of_order;
+  out_of_order.compute_streams = 2;  // kernels in chunk order, the default, need one
+  EXPECT_THROW(Pipeline{out_of_order}, std::invalid_argument);
   {
     Pipeline p;
     EXPECT_THROW(p.run(), std::invalid_argument);  // no spans

@@ -34,6 +34,7 @@ TEST_F(PipelineTest, ADeviceSlotIsReusedOnlyAfterItsChunkLeftTheDevice) {
       PipelineOptions o;
       o.chunk_items = chunk;
       o.depth = depth;
+      o.kernel_order = streams > 1 ? sluice::KernelOrder::independent : sluice::KernelOrder::in_chunk_order;
       o.compute_streams = streams;
       Pipeline p(o);
       const auto x = p.input(in.span());

@@ -40,6 +40,20 @@ def test_torch_tensors_in_and_out_pinned_and_pageable():
 
 
 @gpu
+@pytest.mark.parametrize("kernel_order", ["in_chunk_order", "independent"])
+def test_kernel_order_gives_the_same_result(kernel_order):
+    # Independent compute runs on two streams: torch's work must still land on each chunk's own.
+    torch = torch_or_skip()
+    a = np.arange(3_000_001, dtype=np.float32)
+    out = np.full_like(a, np.nan)
+    p = sluice.Pipeline(chunk_items=250_000, kernel_order=kernel_order)
+    x, y = p.input(a), p.output(out)
+    p.compute(lambda c: torch.mul(c[x], 3, out=c[y]).add_(1))  # exact in float32 below 2**24
+    p.run()
+    np.testing.assert_array_equal(out, a * 3 + 1)
+
+
+@gpu
 def test_rows_of_several_values_and_inout():
     torch = torch_or_skip()
     rows = np.arange(30_000 * 3, dtype=np.float32).reshape(30_000, 3)

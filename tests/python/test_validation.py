@@ -10,6 +10,11 @@ def test_options_are_checked_first():
         sluice.Pipeline(host_memory="pin")
     with pytest.raises(ValueError, match="depth"):
         sluice.Pipeline(depth=0)
+    with pytest.raises(ValueError, match="kernel_order"):
+        sluice.Pipeline(kernel_order="any")
+    with pytest.raises(ValueError, match="out of chunk order"):
+        sluice.Pipeline(compute_streams=2)
+    sluice.Pipeline(kernel_order="independent", compute_streams=3)  # stated: allowed
 
 
 def test_arrays_are_checked_before_the_gpu_is_touched():
