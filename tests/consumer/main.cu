@@ -22,7 +22,7 @@ int main() {
     a[i] = static_cast<float>(i % 1000);
     b[i] = 0.5f;
   }
-  sluice::Pipeline p;
+  sluice::Pipeline p({.kernel_order = sluice::KernelOrder::independent});
   auto x = p.input(a), y = p.input(b);
   auto z = p.output(c);
   p.compute([=](const sluice::Chunk& chunk) {
