@@ -14,6 +14,7 @@
 #include "sluice/fixed_costs.hpp"
 #include "sluice/staging_pool.hpp"
 #include "sluice/staging_rates.hpp"
+#include "sluice/tuner.hpp"
 
 namespace sluice::bench {
 
@@ -26,9 +27,7 @@ ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, co
   in.rates = staged ? with_host(c.bound.rates, c.bound.host_while_streaming) : c.bound.rates;
   in.fixed = result.fixed;
   in.kernel.ms_per_item = c.bound.kernel_ms / static_cast<double>(std::max<std::size_t>(problem.items(), 1));
-  in.plan = plan_chunks(options, problem.items(), sizeof(float));
-  in.depth = options.depth;
-  in.out_slots = options.depth + 1;
+  in = with_setting(in, options, problem.items(), sizeof(float));
   in.in_item_bytes = sizeof(float) * problem.workload().input_count();
   in.out_item_bytes = sizeof(float);
   in.staged_in = in.staged_out = staged;

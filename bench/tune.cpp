@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "absolute_bound.hpp"
 #include "bench.hpp"
@@ -92,6 +94,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       base.in_item_bytes = sizeof(float) * w.input_count();
       base.out_item_bytes = sizeof(float);
       base.staged_in = base.staged_out = o.pageable;
+      for (auto& point : c.sweep) point.model_ms = predict(with_setting(base, point.options, items, sizeof(float))).ms;
       const ModelChoice pick = choose_with_model(base, items, sizeof(float));
       c.model_label = describe(pick.options, sizeof(float));
       for (const auto& point : c.sweep)
@@ -99,6 +102,25 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       cases.push_back(std::move(c));
     }
   return cases;
+}
+
+ModelErrors model_errors(const TuneCase& c) {
+  ModelErrors e;
+  std::vector<double> errors;
+  for (const auto& p : c.sweep) {
+    if (p.model_ms <= 0 || p.row.ms.median <= 0) continue;
+    const double error = p.model_ms / p.row.ms.median - 1;
+    errors.push_back(error);
+    if (std::fabs(error) <= 0.10) ++e.within_10_percent;
+    if (std::fabs(error) > std::fabs(e.worst)) e.worst = error;
+  }
+  e.count = errors.size();
+  if (errors.empty()) return e;
+  std::vector<double> magnitudes;
+  for (double error : errors) magnitudes.push_back(std::fabs(error));
+  std::nth_element(magnitudes.begin(), magnitudes.begin() + magnitudes.size() / 2, magnitudes.end());
+  e.median_abs = magnitudes[magnitudes.size() / 2];
+  return e;
 }
 
 std::string tune_text(const std::vector<TuneCase>& cases) {
@@ -119,12 +141,22 @@ std::string tune_text(const std::vector<TuneCase>& cases) {
   out += summary.render();
   out += "\ngap = defaults over the fastest setting, minus one (target: within +3%), both from the final\n"
          "rounds: the defaults and the sweep's three fastest measured again, each once per round.\n";
+  tools::TextTable model({"workload", "size", "settings", "model within 10%", "median |error|", "worst error"});
+  for (const auto& c : cases) {
+    const ModelErrors e = model_errors(c);
+    model.add_row({c.workload, format_bytes(c.bytes), std::to_string(e.count),
+                   fmt::format("{} of {}", e.within_10_percent, e.count), fmt::format("{:.1f}%", 100 * e.median_abs),
+                   fmt::format("{:+.1f}%", 100 * e.worst)});
+  }
+  out += "\nThe model over the sweep (target: within 10% of measured):\n" + model.render();
   for (const auto& c : cases) {
     out += fmt::format("\n{} {}: the sweep, fastest first\n", c.workload, format_bytes(c.bytes));
-    tools::TextTable table({"setting", "ms", "vs best", "verified"});
+    tools::TextTable table({"setting", "ms", "vs best", "model ms", "error", "verified"});
     for (const auto& p : c.sweep)
       table.add_row({p.label, fmt::format("{:.3f}", p.row.ms.median),
-                     fmt::format("{:.3f}", p.row.ms.median / c.sweep.front().row.ms.median), p.row.verified ? "yes" : "NO"});
+                     fmt::format("{:.3f}", p.row.ms.median / c.sweep.front().row.ms.median),
+                     fmt::format("{:.3f}", p.model_ms), fmt::format("{:+.0f}%", 100 * (p.model_ms / p.row.ms.median - 1)),
+                     p.row.verified ? "yes" : "NO"});
     out += table.render();
   }
   return out;

@@ -24,6 +24,7 @@ struct TunePoint {
   PipelineOptions options;
   std::string label;  // "16 MiB chunks, ramp from 1 MiB, depth 4"
   workloads::MeasuredRow row;
+  double model_ms = 0;  // the model's prediction for this setting
 };
 
 struct TuneCase {
@@ -39,6 +40,15 @@ struct TuneCase {
   std::string model_label;       // the model's pick, measured in the sweep
   double model_pick_ms = 0;
 };
+
+// How far the model's predictions for a case's sweep are from its measured times.
+struct ModelErrors {
+  double median_abs = 0;  // median of |predicted / measured - 1|
+  double worst = 0;       // the largest of them, signed
+  std::size_t within_10_percent = 0;
+  std::size_t count = 0;
+};
+ModelErrors model_errors(const TuneCase& c);
 
 std::vector<TuneCase> run_tune(const TuneOptions& options, const std::function<void(const std::string&)>& progress);
 std::string tune_text(const std::vector<TuneCase>& cases);

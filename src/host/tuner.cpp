@@ -29,15 +29,18 @@ std::vector<PipelineOptions> sweep_settings(std::size_t items, std::size_t item_
   return settings;
 }
 
+ModelInput with_setting(ModelInput base, const PipelineOptions& options, std::size_t items, std::size_t item_bytes) {
+  base.plan = plan_chunks(options, items, item_bytes);
+  base.depth = options.depth;
+  base.out_slots = options.depth + 1;
+  return base;
+}
+
 ModelChoice choose_with_model(const ModelInput& base, std::size_t items, std::size_t item_bytes) {
   ModelChoice best;
   bool first = true;
   for (const PipelineOptions& o : sweep_settings(items, item_bytes)) {
-    ModelInput in = base;
-    in.plan = plan_chunks(o, items, item_bytes);
-    in.depth = o.depth;
-    in.out_slots = o.depth + 1;
-    const double ms = predict(in).ms;
+    const double ms = predict(with_setting(base, o, items, item_bytes)).ms;
     if (first || ms < best.predicted_ms) best = {o, ms};
     first = false;
   }
