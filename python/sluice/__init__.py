@@ -4,7 +4,7 @@
 
     a = np.random.rand(50_000_000).astype(np.float32)       # pageable is fine: sluice stages it
     out = np.empty_like(a)
-    p = sluice.Pipeline()
+    p = sluice.Pipeline(kernel_order="independent")          # each chunk's compute stands alone
     x, y = p.input(a), p.output(out)
     p.compute(lambda chunk: torch.mul(chunk[x], 2, out=chunk[y]))   # runs on chunk's stream
     report = p.run()                                          # report.wall_ms, report.bound, report.efficiency
