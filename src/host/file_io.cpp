@@ -7,7 +7,21 @@
 #include <cerrno>
 #include <cstring>
 
+#include "read_fully.hpp"
+
 namespace sluice {
+
+detail::ReadOutcome detail::read_fully(int fd, std::byte* at, std::size_t bytes, std::uint64_t offset) {
+  ReadOutcome r;
+  while (r.done < bytes) {
+    const ssize_t got = ::pread(fd, at + r.done, bytes - r.done, static_cast<off_t>(offset + r.done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) r.error = errno;
+    if (got <= 0) break;
+    r.done += static_cast<std::size_t>(got);
+  }
+  return r;
+}
 
 namespace {
 
@@ -82,22 +96,16 @@ void FileSource::read(ItemRange range, std::span<std::byte> pinned) {
   const std::uint64_t start = options_.offset + std::uint64_t{range.begin} * item_bytes_;
   const std::size_t bytes = range.size() * item_bytes_;
   const int fd = direct_ok(direct_fd_, start, bytes, pinned.data()) ? direct_fd_ : fd_;
-  std::size_t done = 0;
-  while (done < bytes) {
-    const ssize_t got = ::pread(fd, pinned.data() + done, bytes - done, static_cast<off_t>(start + done));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(path_.string(), start + done,
-                    "read of " + std::to_string(bytes - done) + " bytes at offset " + std::to_string(start + done) +
-                        " failed: " + errno_text(errno));
-    }
-    if (got == 0)
-      throw IoError(path_.string(), start + done,
-                    "ended at offset " + std::to_string(start + done) + ", before the " + std::to_string(bytes) +
-                        " bytes from offset " + std::to_string(start) + " (file is " +
-                        std::to_string(file_size(fd_, path_.string())) + " bytes now)");
-    done += static_cast<std::size_t>(got);
-  }
+  const detail::ReadOutcome r = detail::read_fully(fd, pinned.data(), bytes, start);
+  if (r.error != 0)
+    throw IoError(path_.string(), start + r.done,
+                  "read of " + std::to_string(bytes - r.done) + " bytes at offset " + std::to_string(start + r.done) +
+                      " failed: " + errno_text(r.error));
+  if (r.done < bytes)
+    throw IoError(path_.string(), start + r.done,
+                  "ended at offset " + std::to_string(start + r.done) + ", before the " + std::to_string(bytes) +
+                      " bytes from offset " + std::to_string(start) + " (file is " +
+                      std::to_string(file_size(fd_, path_.string())) + " bytes now)");
 }
 
 FileSink::FileSink(std::filesystem::path path, std::size_t item_bytes, std::size_t items, FileOptions options)

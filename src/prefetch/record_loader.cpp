@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "engine.hpp"
+#include "read_fully.hpp"
 #include "sluice/file_io.hpp"
 
 namespace sluice {
@@ -39,15 +40,12 @@ RecordLoader::RecordLoader(const std::string& file, std::size_t record_bytes, Lo
   spec.row_bytes = record_bytes;
   spec.read_row = [open, record_bytes, header_bytes](std::size_t item, std::byte* row) {
     const std::uint64_t offset = header_bytes + std::uint64_t{item} * record_bytes;
-    for (std::size_t done = 0; done < record_bytes;) {
-      const ssize_t got = ::pread(open->fd, row + done, record_bytes - done, static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0)
-        throw IoError(open->path, offset + done,
-                      "read of record " + std::to_string(item) + " at offset " + std::to_string(offset) +
-                          (got < 0 ? std::string(" failed: ") + std::strerror(errno) : " ended early (truncated while in use?)"));
-      done += static_cast<std::size_t>(got);
-    }
+    const detail::ReadOutcome r = detail::read_fully(open->fd, row, record_bytes, offset);
+    if (r.done < record_bytes)
+      throw IoError(open->path, offset + r.done,
+                    "read of record " + std::to_string(item) + " at offset " + std::to_string(offset) +
+                        (r.error != 0 ? std::string(" failed: ") + std::strerror(r.error)
+                                      : " ended early (truncated while in use?)"));
   };
   engine_ = std::make_unique<detail::PrefetchEngine>(std::move(plan), std::move(spec), options);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "engine.hpp"
+#include "read_fully.hpp"
 #include "sluice/error.hpp"
 #include "sluice/token_windows.hpp"
 
@@ -65,15 +66,11 @@ TokenLoader::TokenLoader(const std::vector<std::string>& files_or_patterns, std:
     const TokenShard& shard = windows->shards()[w.shard];
     const std::uint64_t offset = shard.data_offset() + std::uint64_t{w.first_token} * width;
     const std::size_t bytes = (seq + 1) * width;
-    for (std::size_t done = 0; done < bytes;) {
-      const ssize_t got = ::pread(files->fds[w.shard], row + done, bytes - done, static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0)
-        throw ShardError(shard.path + ": read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-                         (got < 0 ? std::string(" failed: ") + std::strerror(errno)
-                                  : " ended early: the file is shorter than its header says (truncated while in use?)"));
-      done += static_cast<std::size_t>(got);
-    }
+    const detail::ReadOutcome r = detail::read_fully(files->fds[w.shard], row, bytes, offset);
+    if (r.done < bytes)
+      throw ShardError(shard.path + ": read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                       (r.error != 0 ? std::string(" failed: ") + std::strerror(r.error)
+                                     : " ended early: the file is shorter than its header says (truncated while in use?)"));
   };
   // Inputs first, then targets, each `batch` rows long whatever the rows of this batch.
   spec.transform = [width, seq, batch](StreamView stream, const std::byte* raw, std::byte* out, std::size_t rows) {
