@@ -38,9 +38,8 @@ enum class HostPath {
   sink,    // a Sink empties the pinned slot
 };
 
-// Page-locking of one pageable span by the pipeline, in place. Pieces are
-// page-aligned and adjacent; registration may run on a background thread
-// while runs stage the span.
+// Page-locking of one pageable span by the pipeline, in place, as one
+// registration of its pages; it may run on a background thread between runs.
 class SpanRegistration {
  public:
   SpanRegistration() = default;
@@ -55,7 +54,7 @@ class SpanRegistration {
   bool started() const { return started_; }
   // Until a background registration has finished (successfully or not).
   void wait() const;
-  // True once every piece is registered (a background registration has finished without error).
+  // True once the span is registered (a background registration has finished without error).
   bool complete() const { return complete_.load(); }
   // Why a background registration failed, or empty.
   std::string failure() const;
@@ -63,8 +62,8 @@ class SpanRegistration {
   void release();
 
  private:
-  void register_pieces(const void* data, std::size_t bytes, bool read_only, int device);
-  std::vector<HostRegistration> pieces_;
+  void register_span(const void* data, std::size_t bytes, bool read_only, int device);
+  HostRegistration registration_;  // empty when every page was locked already
   StagingPool::Ticket background_;
   bool started_ = false;
   std::atomic<bool> complete_{false};

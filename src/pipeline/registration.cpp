@@ -39,7 +39,7 @@ std::mutex& registration_mutex() {
 
 SpanRegistration::~SpanRegistration() { release(); }
 
-void SpanRegistration::register_pieces(const void* data, std::size_t bytes, bool read_only, int device) {
+void SpanRegistration::register_span(const void* data, std::size_t bytes, bool read_only, int device) {
   const std::lock_guard serial(registration_mutex());
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   auto begin = reinterpret_cast<std::uintptr_t>(data) / page * page;
@@ -65,12 +65,12 @@ void SpanRegistration::register_pieces(const void* data, std::size_t bytes, bool
     registration = HostRegistration(at, end - begin, cudaHostRegisterPortable | cudaHostRegisterReadOnly);
   }
   std::lock_guard lock(mutex_);
-  pieces_.push_back(std::move(registration));
+  registration_ = std::move(registration);
 }
 
 void SpanRegistration::register_now(const void* data, std::size_t bytes, bool read_only, int device) {
   started_ = true;
-  register_pieces(data, bytes, read_only, device);
+  register_span(data, bytes, read_only, device);
   complete_ = true;
 }
 
@@ -79,7 +79,7 @@ void SpanRegistration::register_in_background(StagingPool& registrar, const void
   started_ = true;
   background_ = registrar.submit(1, 1, [this, data, bytes, read_only, device](std::size_t, std::size_t) {
     try {
-      register_pieces(data, bytes, read_only, device);
+      register_span(data, bytes, read_only, device);
       complete_ = true;
     } catch (const std::exception& e) {
       std::lock_guard lock(mutex_);
@@ -98,11 +98,11 @@ std::string SpanRegistration::failure() const {
 }
 
 void SpanRegistration::release() {
-  if (background_) background_->wait();  // its piece catches everything: this never throws
+  wait();
   background_.reset();
   complete_ = false;
   std::lock_guard lock(mutex_);
-  pieces_.clear();
+  registration_ = HostRegistration{};
 }
 
 }  // namespace sluice::detail
