@@ -17,8 +17,6 @@ std::uint64_t detail::new_span_generation() {
 
 namespace {
 
-std::uint64_t next_generation() { return detail::new_span_generation(); }
-
 void refuse_while_running(const Pipeline::Engine& e, const char* what) {
   if (e.busy) throw std::logic_error(std::string("cannot ") + what + " while a run is in flight");
 }
@@ -82,7 +80,7 @@ Stream stream_on(int device, int priority) {
 Pipeline::Engine::Engine(PipelineOptions o)
     : options(o), device(resolve_device(o)), h2d(stream_on(device, o.priority)), d2h(stream_on(device, o.priority)) {
   for (unsigned i = 0; i < compute_stream_count(o); ++i) compute.push_back(stream_on(device, o.priority));
-  generation = next_generation();
+  generation = detail::new_span_generation();
 }
 
 Pipeline::Engine::~Engine() {
@@ -218,7 +216,7 @@ Pipeline& Pipeline::clear_spans() {
   e.spans.clear();  // joins background registrations and unregisters
   e.gates.clear();
   e.compute_fn = nullptr;
-  e.generation = next_generation();
+  e.generation = detail::new_span_generation();
   e.ran = false;
   e.slots_filled = false;
   return *this;
