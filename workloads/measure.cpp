@@ -58,12 +58,7 @@ MeasuredRow row_of(std::string method, Problem& problem, bool sluice, const std:
 }  // namespace
 
 MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run) {
-  std::vector<double> samples;
-  for (int i = -1; i < repeats; ++i) {  // i == -1 is the warm-up
-    const double ms = timed_run_ms(problem, run);
-    if (i >= 0) samples.push_back(ms);
-  }
-  return row_of(std::move(method), problem, sluice, samples);
+  return measure_in_rounds({{std::move(method), &problem, sluice, run, {}, {}}}, repeats).front();
 }
 
 std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats) {
