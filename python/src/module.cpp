@@ -28,22 +28,13 @@ namespace sluice::python {
 
 namespace {
 
-// A Python object that may be destroyed from any thread: it takes the GIL to go.
-class HeldObject {
- public:
-  explicit HeldObject(py::object o) : o_(std::make_shared<py::object>(std::move(o))) {}
-  ~HeldObject() = default;
-  const py::object& get() const { return *o_; }
-  static std::shared_ptr<py::object> hold(py::object o) {
-    return {new py::object(std::move(o)), [](py::object* p) {
-              py::gil_scoped_acquire gil;
-              delete p;
-            }};
-  }
-
- private:
-  std::shared_ptr<py::object> o_;
-};
+// A Python object that may be released from any thread: it takes the GIL to go.
+std::shared_ptr<py::object> hold_with_gil(py::object o) {
+  return {new py::object(std::move(o)), [](py::object* p) {
+            py::gil_scoped_acquire gil;
+            delete p;
+          }};
+}
 
 // What the compute callable is given of a chunk, before the Python side makes tensors of it.
 struct ChunkInfo {
@@ -159,7 +150,7 @@ void bind_pipeline(py::module_& m) {
            })
       .def("compute",
            [](Pipeline& p, py::object fn) {
-             auto held = HeldObject::hold(std::move(fn));
+             auto held = hold_with_gil(std::move(fn));
              p.compute([held](const Chunk& c) {
                py::gil_scoped_acquire gil;  // held only while the callable runs
                ChunkInfo info{c.index, c.count, c.items.begin, c.items.end, reinterpret_cast<std::uintptr_t>(c.stream.get()), {}};
@@ -169,7 +160,7 @@ void bind_pipeline(py::module_& m) {
            })
       .def("on_chunk_done",
            [](Pipeline& p, py::object fn) {
-             auto held = HeldObject::hold(std::move(fn));
+             auto held = hold_with_gil(std::move(fn));
              p.on_chunk_done([held](std::size_t index, ItemRange items) {
                py::gil_scoped_acquire gil;
                (*held)(index, items.begin, items.end);
