@@ -3,28 +3,17 @@
 // milliseconds, and a pipeline run over and over on data of one shape should
 // pay for it once. Device and pinned totals are checked before anything is
 // allocated, so a run that cannot fit is refused before any work.
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
 #include "engine.hpp"
+#include "host_memory.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
 
 namespace {
-
-// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
-std::size_t host_memory_available() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  std::size_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
 
 template <typename Buffer>
 std::size_t shortfall(const std::vector<Buffer>& slots, std::size_t count, std::size_t bytes) {
@@ -75,7 +64,7 @@ Pipeline::Engine::Allocated Pipeline::Engine::prepare(std::size_t chunk_items) {
                                   " are free: use a smaller chunk or depth");
   }
   if (pinned_needed > 0) {
-    const std::size_t available = host_memory_available();
+    const std::size_t available = detail::available_host_memory();
     if (available > 0 && pinned_needed > available / 2)
       throw std::invalid_argument("pipeline needs " + format_bytes(pinned_needed) +
                                   " more pinned staging memory, over half of the host's available " +

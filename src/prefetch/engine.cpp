@@ -1,10 +1,10 @@
 #include "engine.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
+#include "host_memory.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device_scope.hpp"
 #include "sluice/error.hpp"
@@ -32,15 +32,6 @@ Stream copy_stream(int device) {
   return Stream(least_priority(device));
 }
 
-std::size_t host_available() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  std::size_t kib = 0;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
 }  // namespace
 
 PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOptions& o)
@@ -66,7 +57,7 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
     throw std::invalid_argument("loader: " + std::to_string(slots_) + " batches of " + format_bytes(device_bytes) +
                                 " on the device need " + format_bytes(slots_ * device_bytes) + ", but only " +
                                 format_bytes(free_bytes) + " are free: use a smaller batch, sequence or `ahead`");
-  if (const std::size_t available = host_available(); available > 0 && slots_ * host_bytes > available / 2)
+  if (const std::size_t available = detail::available_host_memory(); available > 0 && slots_ * host_bytes > available / 2)
     throw std::invalid_argument("loader: " + format_bytes(slots_ * host_bytes) +
                                 " of pinned slots would take over half the host's available " + format_bytes(available));
   for (std::size_t s = 0; s < slots_; ++s) {
