@@ -14,7 +14,9 @@ namespace {
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
 nlohmann::json rates_json(const HostCopyRates& h) {
-  return {{"stage_in_gbps", h.stage_in_gbps}, {"stage_out_gbps", h.stage_out_gbps}, {"both_gbps", h.both_gbps}};
+  nlohmann::json j{{"stage_in_gbps", h.stage_in_gbps}, {"stage_out_gbps", h.stage_out_gbps}, {"both_gbps", h.both_gbps}};
+  if (h.link_gbps > 0) j["link_gbps"] = h.link_gbps;
+  return j;
 }
 nlohmann::json point_json(const LinkPoint& p) { return {{"h2d_gbps", p.h2d_gbps}, {"d2h_gbps", p.d2h_gbps}}; }
 
@@ -107,6 +109,9 @@ std::string bench_text(const BenchResult& r) {
                        r.host.threads, r.host_best.stage_in_gbps, r.host_best.stage_out_gbps, r.host_best.both_gbps,
                        r.host.stage_in_gbps, r.host.stage_out_gbps, r.host.both_gbps, r.host_idle_link.stage_in_gbps,
                        r.host_idle_link.stage_out_gbps, r.host_idle_link.both_gbps);
+  if (r.staging_beside_link.known())
+    out += fmt::format("\nhost memory shared: staging both ways {:.1f} GB/s while the link moved {:.1f} GB/s both ways",
+                       r.staging_beside_link.stage_gbps, r.staging_beside_link.link_gbps);
   out += "\n\n";
   tools::TextTable table(
       {"workload", "size", "method", "ms", "GB/s", "vs sync", "bound ms", "set by", "efficiency", "model ms", "error", "verified"});
@@ -117,15 +122,21 @@ std::string bench_text(const BenchResult& r) {
                      fmt::format("{:.2f}", row->bound_ms), row->bound_term, fmt::format("{:.3f}", row->efficiency),
                      row->model_ms ? fmt::format("{:.2f}", *row->model_ms) : "", model_error(*row),
                      row->verified ? "yes" : "NO: " + row->detail});
-    std::string terms;
-    for (const auto& t : c.bound.pinned.terms) terms += fmt::format("{} {:.2f}, ", t.name, t.ms);
-    if (!terms.empty()) terms.resize(terms.size() - 2);
-    table.add_row({c.workload, format_bytes(c.bytes), "bound terms: " + terms, "", "", "", "", "", "", "", "", ""});
+    auto terms_row = [&](const char* label, const Bound& bound) {
+      std::string terms;
+      for (const auto& t : bound.terms) terms += fmt::format("{} {:.2f}, ", t.name, t.ms);
+      if (terms.empty()) return;
+      terms.resize(terms.size() - 2);
+      table.add_row({c.workload, format_bytes(c.bytes), label + terms, "", "", "", "", "", "", "", "", ""});
+    };
+    terms_row("bound terms: ", c.bound.pinned);
+    if (!c.file) terms_row("staged bound terms: ", c.bound.staged);
   }
   out += table.render();
   out += "\nbound = max(every engine alone at its best, measured in this run): link rates from large transfers, the\n"
-         "kernel alone over all the data, host staging for pageable rows, storage for file rows. efficiency =\n"
-         "bound / time. GB/s counts input and output bytes; size is per array (file rows: the file).\n";
+         "kernel alone over all the data, host staging for pageable rows (alone, and sharing host memory with the\n"
+         "link's copies), storage for file rows. efficiency = bound / time. GB/s counts input and output bytes;\n"
+         "size is per array (file rows: the file).\n";
   for (const auto& note : r.notes) out += "note: " + note + "\n";
   const auto checks = check_targets(r);
   if (!checks.empty()) {
@@ -165,6 +176,8 @@ std::string bench_json(const BenchResult& r, int indent) {
   host["threads"] = r.host.threads;
   host["while_link_streams"] = rates_json(r.host);
   host["link_idle"] = rates_json(r.host_idle_link);
+  host["staging_beside_link"] = {{"stage_gbps", r.staging_beside_link.stage_gbps},
+                                 {"link_gbps", r.staging_beside_link.link_gbps}};
   return nlohmann::json{{"device", r.device.name},
                         {"repeats", r.repeats},
                         {"link", {{"h2d_gbps", r.link.h2d_gbps},

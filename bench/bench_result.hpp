@@ -31,6 +31,7 @@ struct BenchResult {
   HostCopyRates host;            // staging rates while the copy engines stream
   HostCopyRates host_idle_link;  // the same with the link idle
   HostCopyRates host_best;       // the fastest staging seen in the run, any way: the bound's host term
+  SharedHostPoint staging_beside_link;  // the fastest seen: the bound's host memory term
   FixedCosts fixed;
   std::vector<BenchCase> cases;
   std::vector<MeasuredRow> rows;

@@ -88,7 +88,8 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       std::erase_if(c.finalists, [](const TunePoint& f) { return f.label == "defaults"; });
       std::sort(c.finalists.begin(), c.finalists.end(), fastest_first);
       ModelInput base;
-      base.rates = bound.rates;
+      // Staged runs at the staging rate they see beside their own copies, as in the bench.
+      base.rates = o.pageable ? staging_beside_copies(bound.staged_volume, bound.rates) : bound.rates;
       base.fixed = fixed;
       base.kernel.ms_per_item = bound.kernel_ms / static_cast<double>(items);
       base.in_item_bytes = sizeof(float) * w.input_count();

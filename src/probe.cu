@@ -22,6 +22,7 @@
 #include "sluice/host_timer.hpp"
 #include "sluice/pinned_buffer.hpp"
 #include "sluice/staging_pool.hpp"
+#include "sluice/staging_rates.hpp"
 #include "sluice/stream.hpp"
 
 namespace sluice {
@@ -159,14 +160,20 @@ Measurement per_operation(std::string name, int batch, int repeats, Submit submi
 }
 
 // What the staging threads move at their best (host_rates.hpp), as three
-// host-copy rows the model reads back: "stage in", "stage out", "stage both".
+// host-copy rows the model reads back: "stage in", "stage out", "stage both";
+// and both ways while the link streams, with what the link moved meanwhile:
+// "stage both beside the link", "link beside staging" (staging_rates.hpp).
 void measure_staging(ProbeResult& r) {
   StagingPool pool;
   const HostCopyRates rates = measure_host_copy_rates(pool);
+  const HostCopyRates shared = measure_staging_rates(r.device.ordinal, pool);
   constexpr std::size_t bytes = 512 * MiB;
   for (const auto& [name, gbps, moved] : {std::tuple{"stage in", rates.stage_in_gbps, bytes},
                                            std::tuple{"stage out", rates.stage_out_gbps, bytes},
-                                           std::tuple{"stage both", rates.both_gbps, 2 * bytes}}) {
+                                           std::tuple{"stage both", rates.both_gbps, 2 * bytes},
+                                           std::tuple{"stage both beside the link", shared.both_gbps, 2 * bytes},
+                                           std::tuple{"link beside staging", shared.link_gbps, 2 * bytes}}) {
+    if (gbps <= 0) continue;
     const double ms = static_cast<double>(moved) / (gbps * 1e6);
     Measurement m = measured(name, bytes, {ms}, moved == bytes ? 0 : moved);
     m.threads = rates.threads;

@@ -5,8 +5,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "sluice/device_buffer.hpp"
 #include "sluice/device_scope.hpp"
@@ -18,11 +20,36 @@ namespace sluice {
 
 namespace {
 
-// Runs `measure` while the copy engines stream 64 MiB copies both ways.
+using Clock = std::chrono::steady_clock;
+
+// One round of the link's copies: when it ran and what it moved.
+struct LinkRound {
+  Clock::time_point begin, end;
+  double bytes = 0;
+};
+
+// The link's both-ways rate over the rounds that ran wholly between `from` and `to`; 0 when none did.
+double link_gbps_within(const std::vector<LinkRound>& rounds, Clock::time_point from, Clock::time_point to) {
+  double bytes = 0;
+  std::optional<Clock::time_point> first, last;
+  for (const auto& r : rounds) {
+    if (r.begin < from || r.end > to) continue;
+    bytes += r.bytes;
+    if (!first || r.begin < *first) first = r.begin;
+    if (!last || r.end > *last) last = r.end;
+  }
+  if (!first) return 0;
+  const double ms = std::chrono::duration<double, std::milli>(*last - *first).count();
+  return ms > 0 ? bytes / (ms * 1e6) : 0;
+}
+
+// Runs `measure` while the copy engines stream 64 MiB copies both ways, and
+// records what the link moved meanwhile (HostCopyRates::link_gbps).
 template <typename Measure>
 HostCopyRates while_link_streams(int device, Measure&& measure) {
   const DeviceScope scope(device);
   constexpr std::size_t bytes = std::size_t{64} << 20;
+  constexpr int copies_per_round = 4;
   Stream in, out;
   PinnedBuffer<char> host_in(bytes), host_out(bytes);
   std::memset(host_in.data(), 1, bytes);
@@ -31,16 +58,20 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
   in.synchronize();
   std::atomic<bool> stop{false};
   std::exception_ptr failure;
+  std::vector<LinkRound> rounds;  // written by the link thread, read after it is joined
   std::thread link([&] {
     try {
       const DeviceScope link_scope(device);
       while (!stop.load()) {
-        for (int k = 0; k < 4; ++k) {
+        LinkRound round{Clock::now(), {}, 2.0 * copies_per_round * static_cast<double>(bytes)};
+        for (int k = 0; k < copies_per_round; ++k) {
           SLUICE_CUDA_CHECK(cudaMemcpyAsync(dev_in.data(), host_in.data(), bytes, cudaMemcpyHostToDevice, in.get()));
           SLUICE_CUDA_CHECK(cudaMemcpyAsync(host_out.data(), dev_out.data(), bytes, cudaMemcpyDeviceToHost, out.get()));
         }
         in.synchronize();
         out.synchronize();
+        round.end = Clock::now();
+        rounds.push_back(round);
       }
     } catch (...) {
       failure = std::current_exception();
@@ -48,6 +79,7 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the copies are running
   HostCopyRates rates;
+  const auto from = Clock::now();
   try {
     rates = measure();
   } catch (...) {
@@ -55,9 +87,11 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
     link.join();
     throw;
   }
+  const auto to = Clock::now();
   stop = true;
   link.join();
   if (failure) std::rethrow_exception(failure);
+  rates.link_gbps = link_gbps_within(rounds, from, to);
   return rates;
 }
 

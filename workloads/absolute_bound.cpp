@@ -97,6 +97,7 @@ AbsoluteBound absolute_bound(const Problem& p, int device, int repeats, StagingP
       h = fastest_of(h, fastest_of(b.host_while_streaming, measure_host_copy_rates(*host, own)));
     }
     b.rates = with_host(b.rates, h);
+    b.rates.staging_beside_link = {b.host_while_streaming.both_gbps, b.host_while_streaming.link_gbps};
   }
   b.kernel_ms = kernel_alone_ms(p, repeats);
   b.pinned_volume = volume_of(p, b.kernel_ms, false);

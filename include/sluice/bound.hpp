@@ -2,11 +2,13 @@
 // The bound every sluice figure is judged against (docs/design.md):
 //
 //   bound = max(T_h2d, T_kernel, T_d2h, T_link(bytes_h2d, bytes_d2h),
-//               bytes_staged / rate_host_copy, bytes_read / rate_storage_read,
-//               bytes_written / rate_storage_write)
+//               bytes_staged / rate_host_copy, T_host_memory,
+//               bytes_read / rate_storage_read, bytes_written / rate_storage_write)
 //
 // T_link is the link with both directions busy at once, at the run's own mix
-// of bytes (link_ms below).
+// of bytes (link_ms below). T_host_memory is host staging and the copy
+// engines together: both read and write host memory, so neither keeps its
+// rate alone while the other runs (host_memory_ms below).
 //
 // Each term is one engine at its best, measured independently of the
 // pipeline's own configuration (chunk size, depth, streams): link rates from
@@ -28,6 +30,15 @@ struct LinkPoint {
   bool known() const { return h2d_gbps > 0 && d2h_gbps > 0; }
 };
 
+// Host staging and the link at once, sharing host memory: the staging
+// threads' rate (both directions, bytes of both counted) while the copy
+// engines streamed both ways at `link_gbps` (bytes of both counted).
+struct SharedHostPoint {
+  double stage_gbps = 0;
+  double link_gbps = 0;
+  bool known() const { return stage_gbps > 0 && link_gbps > 0; }
+};
+
 // Engine rates in GB/s (10^9 bytes/s); 0 means unknown, and that term is left out.
 struct EngineRates {
   double h2d_gbps = 0;        // pinned host -> device, alone
@@ -38,6 +49,7 @@ struct EngineRates {
   double stage_in_gbps = 0;   // host copy pageable -> pinned, all staging threads
   double stage_out_gbps = 0;  // host copy pinned -> pageable, all staging threads
   double stage_both_gbps = 0; // both staging directions at once, bytes of both counted
+  SharedHostPoint staging_beside_link;  // both staging directions while the link streams both ways
   double read_gbps = 0;       // storage read (the source's file system, page cache included)
   double write_gbps = 0;      // storage write
 };
@@ -62,7 +74,10 @@ struct Bound {
   double ms = 0;
   std::string limiter;           // the name of the largest term
   std::vector<BoundTerm> terms;  // every term that could be computed, largest first
-  bool host_limited() const { return limiter == "host staging" || limiter == "storage read" || limiter == "storage write"; }
+  bool host_limited() const {
+    return limiter == "host staging" || limiter == "host memory (staging beside the link)" || limiter == "storage read" ||
+           limiter == "storage write";
+  }
 };
 
 // The link moving `h2d_bytes` and `d2h_bytes` at once, in ms. With the
@@ -74,6 +89,22 @@ struct Bound {
 // alone. Without the mixes, the older outer limit: the largest of each
 // direction alone and both bytes over the both-ways rate. 0 when no rate is known.
 double link_ms(double h2d_bytes, double d2h_bytes, const EngineRates& rates);
+
+// Host staging alone, in ms: staged bytes over the host's copy rates (one
+// pool of threads serves both directions, so when both stage their bytes
+// share the both-directions rate). 0 when nothing is staged or no rate is known.
+double staging_ms(const RunVolume& volume, const EngineRates& rates);
+
+// Host staging and the link's copies of a run together, in ms. Three
+// measured points bound what host memory serves at once: staging alone (at
+// the run's own mix of directions), the link alone (link_ms), and staging
+// beside the link streaming both ways (rates.staging_beside_link); as for
+// the link, time sharing between them makes their convex hull reachable,
+// and the term is the time at the run's ratio of staged to copied bytes on
+// that hull. Measured on the H200: staging 88 GB/s alone, 44 beside the link,
+// so a staged run cannot have both at their best. 0 when nothing is staged,
+// nothing is copied, or the shared point is unknown.
+double host_memory_ms(const RunVolume& volume, const EngineRates& rates);
 
 // Throws std::invalid_argument on negative volumes or rates.
 Bound compute_bound(const RunVolume& volume, const EngineRates& rates);

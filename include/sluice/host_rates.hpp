@@ -16,6 +16,8 @@ struct HostCopyRates {
   double stage_out_gbps = 0;
   double both_gbps = 0;  // bytes of both directions counted
   unsigned threads = 0;
+  // The copy engines' both-ways rate while these were measured (staging_rates.hpp); 0: the link was idle.
+  double link_gbps = 0;
 };
 
 // The caller's side of the copies: where stage-in reads and stage-out writes.

@@ -54,6 +54,11 @@ struct Prediction {
   std::string busiest;
 };
 
+// The staging rates a staged run sees: the host's rates alone, slowed to
+// what host memory serves beside the run's own copies (host_memory_ms in
+// bound.hpp). `rates` unchanged when that term is unknown or no slower.
+EngineRates staging_beside_copies(const RunVolume& volume, const EngineRates& rates);
+
 // Throws std::invalid_argument for rates that are zero where the run needs them.
 Prediction predict(const ModelInput& input);
 

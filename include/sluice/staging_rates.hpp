@@ -4,7 +4,9 @@
 // and writes host memory too. It is not always slower than with the link
 // idle, nor always what a run sees: a run's copy engines read the slots the
 // threads just wrote, often from cache. A bound takes the fastest of this and
-// the link-idle rates (host_rates.hpp).
+// the link-idle rates (host_rates.hpp) for host staging alone, and takes
+// these, with what the link moved meanwhile (link_gbps), as the point where
+// staging and the copy engines share host memory (EngineRates::staging_beside_link).
 #include "sluice/host_rates.hpp"
 #include "sluice/staging_pool.hpp"
 

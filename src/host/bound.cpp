@@ -63,11 +63,31 @@ double link_ms(double h2d_bytes, double d2h_bytes, const EngineRates& r) {
   return ms;
 }
 
+double staging_ms(const RunVolume& v, const EngineRates& r) {
+  double ms = std::max(at_rate(v.staged_in_bytes, r.stage_in_gbps), at_rate(v.staged_out_bytes, r.stage_out_gbps));
+  if (v.staged_in_bytes > 0 && v.staged_out_bytes > 0)
+    ms = std::max(ms, at_rate(v.staged_in_bytes + v.staged_out_bytes, r.stage_both_gbps));
+  return ms;
+}
+
+double host_memory_ms(const RunVolume& v, const EngineRates& r) {
+  const double staged = v.staged_in_bytes + v.staged_out_bytes, copied = v.h2d_bytes + v.d2h_bytes;
+  const double alone_ms = staging_ms(v, r), link_alone_ms = link_ms(v.h2d_bytes, v.d2h_bytes, r);
+  if (staged <= 0 || copied <= 0 || alone_ms <= 0 || link_alone_ms <= 0 || !r.staging_beside_link.known()) return 0;
+  // (staged bytes per ms, copied bytes per ms)
+  const double per_ms = 1e6;
+  const std::array<Vec, 3> points{{{staged / alone_ms, 0},
+                                   {r.staging_beside_link.stage_gbps * per_ms, r.staging_beside_link.link_gbps * per_ms},
+                                   {0, copied / link_alone_ms}}};
+  const double s = farthest_along(Vec{staged, copied}, points);
+  return s > 0 ? 1 / s : 0.0;
+}
+
 Bound compute_bound(const RunVolume& v, const EngineRates& r) {
   for (double x : {v.h2d_bytes, v.d2h_bytes, v.staged_in_bytes, v.staged_out_bytes, v.read_bytes, v.written_bytes,
                    v.kernel_ms, r.h2d_gbps, r.d2h_gbps, r.both_gbps, r.h2d_heavy.h2d_gbps, r.h2d_heavy.d2h_gbps,
                    r.d2h_heavy.h2d_gbps, r.d2h_heavy.d2h_gbps, r.stage_in_gbps, r.stage_out_gbps, r.stage_both_gbps,
-                   r.read_gbps, r.write_gbps})
+                   r.staging_beside_link.stage_gbps, r.staging_beside_link.link_gbps, r.read_gbps, r.write_gbps})
     if (x < 0) throw std::invalid_argument("bound: volumes and rates must not be negative");
   Bound bound;
   auto add = [&](std::string name, double ms) {
@@ -80,12 +100,8 @@ Bound compute_bound(const RunVolume& v, const EngineRates& r) {
   if (v.h2d_bytes > 0 && v.d2h_bytes > 0)
     add("link (both directions)", mixes_known(r) ? measured_link_ms(v.h2d_bytes, v.d2h_bytes, r)
                                                  : at_rate(v.h2d_bytes + v.d2h_bytes, r.both_gbps));
-  // Host staging: one pool of threads serves both directions, so when both
-  // stage, their bytes share the measured both-directions rate.
-  double staging_ms = std::max(at_rate(v.staged_in_bytes, r.stage_in_gbps), at_rate(v.staged_out_bytes, r.stage_out_gbps));
-  if (v.staged_in_bytes > 0 && v.staged_out_bytes > 0)
-    staging_ms = std::max(staging_ms, at_rate(v.staged_in_bytes + v.staged_out_bytes, r.stage_both_gbps));
-  add("host staging", staging_ms);
+  add("host staging", staging_ms(v, r));
+  add("host memory (staging beside the link)", host_memory_ms(v, r));
   add("storage read", at_rate(v.read_bytes, r.read_gbps));
   add("storage write", at_rate(v.written_bytes, r.write_gbps));
   std::stable_sort(bound.terms.begin(), bound.terms.end(),

@@ -74,6 +74,7 @@ HostCopyRates fastest_of(const HostCopyRates& a, const HostCopyRates& b) {
   r.stage_out_gbps = std::max(a.stage_out_gbps, b.stage_out_gbps);
   r.both_gbps = std::max(a.both_gbps, b.both_gbps);
   r.threads = std::max(a.threads, b.threads);
+  r.link_gbps = std::max(a.link_gbps, b.link_gbps);
   return r;
 }
 

@@ -32,6 +32,17 @@ LatencyRate fit_latency_rate(double small_bytes, double small_ms, double large_b
   return {std::max(0.0, small_ms - small_bytes * ms_per_byte), 1.0 / (ms_per_byte * 1e6)};
 }
 
+EngineRates staging_beside_copies(const RunVolume& volume, const EngineRates& rates) {
+  const double alone_ms = staging_ms(volume, rates), shared_ms = host_memory_ms(volume, rates);
+  if (alone_ms <= 0 || shared_ms <= alone_ms) return rates;
+  const double slower = alone_ms / shared_ms;
+  EngineRates seen = rates;
+  seen.stage_in_gbps *= slower;
+  seen.stage_out_gbps *= slower;
+  seen.stage_both_gbps *= slower;
+  return seen;
+}
+
 Prediction predict(const ModelInput& in) {
   const std::size_t n = in.plan.chunk_count();
   Prediction out;

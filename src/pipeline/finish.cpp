@@ -117,8 +117,11 @@ RunReport Submission::State::finish() {
   if (e.options.report_bound && plan.chunk_count() > 0) {
     EngineRates rates = with_link({}, link_rates(e.device));
     if (report.volume.staged_in_bytes > 0 || report.volume.staged_out_bytes > 0) {
-      // The faster of link idle and link streaming: a bound no run can beat.
-      rates = with_host(rates, fastest_of(staging_rates(e.device, e.staging_pool()), host_copy_rates(e.staging_pool())));
+      // The faster of link idle and link streaming for staging alone: a bound
+      // no run can beat; and the two sharing host memory.
+      const HostCopyRates beside_link = staging_rates(e.device, e.staging_pool());
+      rates = with_host(rates, fastest_of(beside_link, host_copy_rates(e.staging_pool())));
+      rates.staging_beside_link = {beside_link.both_gbps, beside_link.link_gbps};
     }
     report.bound = compute_bound(report.volume, rates);
   }

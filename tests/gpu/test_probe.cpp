@@ -25,12 +25,15 @@ TEST_F(ProbeTest, SmallProbeMeasuresEveryRow) {
   // Host copies with 1 and 2 threads, then the staging rates the model reads back.
   std::vector<std::string> host;
   for (const auto& m : r.host_copies) host.push_back(m.name + "/" + std::to_string(m.threads));
-  ASSERT_EQ(host.size(), 5u);
+  ASSERT_EQ(host.size(), 7u);
   EXPECT_EQ(host[0], "host memcpy/1");
   EXPECT_EQ(host[1], "host memcpy/2");
   EXPECT_EQ(r.host_copies[2].name, "stage in");
   EXPECT_EQ(r.host_copies[3].name, "stage out");
   EXPECT_EQ(r.host_copies[4].name, "stage both");
+  // Staging beside the link's copies, and what the link moved meanwhile: the shared point the bound reads back.
+  EXPECT_EQ(r.host_copies[5].name, "stage both beside the link");
+  EXPECT_EQ(r.host_copies[6].name, "link beside staging");
   for (const auto& m : r.host_copies) EXPECT_GT(m.median_gbps(), 0.0) << m.name;
   std::vector<std::string> fixed;
   for (const auto& m : r.fixed_costs) fixed.push_back(m.name);

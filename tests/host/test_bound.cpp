@@ -109,6 +109,54 @@ TEST(Bound, StagedBytesMakeTheHostAnEngine) {
   EXPECT_TRUE(b.host_limited());
 }
 
+namespace {
+// copy over pageable arrays: 1 GB staged in and copied in, 1 GB copied out and staged out.
+RunVolume staged_copy() {
+  RunVolume v;
+  v.h2d_bytes = v.staged_in_bytes = 1e9;
+  v.d2h_bytes = v.staged_out_bytes = 1e9;
+  return v;
+}
+}  // namespace
+
+TEST(Bound, StagingBesideTheLinkSharesHostMemory) {
+  // Alone: staging 2 GB at 80 GB/s is 25 ms, the link 2 GB at 100 GB/s 20 ms.
+  // Beside the link streaming at 80 GB/s, staging got 40. Between staging
+  // alone (80, 0) and that point (40, 80), the hull crosses equal rates at
+  // 53.3 GB/s each: 2 GB / 53.3 GB/s = 37.5 ms.
+  EngineRates r = h200_like();
+  r.stage_both_gbps = 80;
+  r.staging_beside_link = {40, 80};
+  const auto b = compute_bound(staged_copy(), r);
+  EXPECT_EQ(b.limiter, "host memory (staging beside the link)");
+  EXPECT_NEAR(b.ms, 37.5, 1e-9);
+  EXPECT_TRUE(b.host_limited());
+  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 37.5, 1e-9);
+  EXPECT_NEAR(sluice::staging_ms(staged_copy(), r), 25, 1e-9);
+}
+
+TEST(Bound, SharedPointBelowTimeSharingLeavesTheSumOfBoth) {
+  // A point inside the line from staging alone to the link alone: taking
+  // turns does better, staging then copying, 25 + 20 ms.
+  EngineRates r = h200_like();
+  r.stage_both_gbps = 80;
+  r.staging_beside_link = {20, 30};
+  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 45, 1e-9);
+}
+
+TEST(Bound, HostMemoryTermNeedsStagingCopiesAndTheSharedPoint) {
+  EngineRates r = h200_like();
+  r.staging_beside_link = {40, 80};
+  RunVolume pinned;
+  pinned.h2d_bytes = pinned.d2h_bytes = 1e9;
+  EXPECT_EQ(sluice::host_memory_ms(pinned, r), 0);
+  r.staging_beside_link = {};
+  EXPECT_EQ(sluice::host_memory_ms(staged_copy(), r), 0);
+  const auto b = compute_bound(staged_copy(), r);
+  EXPECT_TRUE(std::none_of(b.terms.begin(), b.terms.end(),
+                           [](const auto& t) { return t.name == "host memory (staging beside the link)"; }));
+}
+
 TEST(Bound, OneStagingDirectionUsesItsOwnRate) {
   RunVolume v;
   v.h2d_bytes = v.staged_in_bytes = 6.6e9;  // 100 ms at 66 GB/s, 120 ms at 55 GB/s

@@ -86,6 +86,28 @@ TEST(Model, StagedInputsWaitForTheHostAndFreeSlotsBehindTheirCopy) {
   EXPECT_NEAR(predict(in).ms, 14, 1e-9);
 }
 
+TEST(Model, StagingSeenBesideTheCopiesIsSlowedToTheSharedTerm) {
+  // Staging alone 25 ms, sharing host memory with the copies 37.5 ms
+  // (test_bound.cpp): a staged run sees two thirds of each staging rate.
+  sluice::RunVolume v;
+  v.h2d_bytes = v.staged_in_bytes = 1e9;
+  v.d2h_bytes = v.staged_out_bytes = 1e9;
+  sluice::EngineRates r;
+  r.h2d_gbps = r.d2h_gbps = 55;
+  r.both_gbps = 100;
+  r.stage_in_gbps = 90;
+  r.stage_out_gbps = 120;
+  r.stage_both_gbps = 80;
+  r.staging_beside_link = {40, 80};
+  const auto seen = sluice::staging_beside_copies(v, r);
+  EXPECT_NEAR(seen.stage_both_gbps, 80.0 * 2 / 3, 1e-9);
+  EXPECT_NEAR(seen.stage_in_gbps, 60, 1e-9);
+  EXPECT_NEAR(seen.stage_out_gbps, 80, 1e-9);
+  EXPECT_EQ(seen.h2d_gbps, 55);
+  r.staging_beside_link = {};  // unknown: the rates as they are
+  EXPECT_EQ(sluice::staging_beside_copies(v, r).stage_both_gbps, 80);
+}
+
 TEST(Model, NoChunksCostsTheRunAlone) {
   ModelInput in = plain(0, 1);
   in.fixed.run_ms = 0.05;

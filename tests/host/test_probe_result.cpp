@@ -90,6 +90,17 @@ TEST(ProbeResult, UnequalMixesBecomeLinkPoints) {
   EXPECT_NEAR(link.d2h_heavy.d2h_gbps, 78.0 * 2 / 3, 1e-9);
 }
 
+TEST(ProbeResult, StagingBesideTheLinkBecomesTheSharedPoint) {
+  auto r = sample();
+  r.host_copies.push_back(m("stage both", 512 << 20, 2 * 536870912.0 / 88e6, std::size_t{1} << 30));
+  r.host_copies.push_back(m("stage both beside the link", 512 << 20, 2 * 536870912.0 / 44e6, std::size_t{1} << 30));
+  r.host_copies.push_back(m("link beside staging", 512 << 20, 2 * 536870912.0 / 90e6, std::size_t{1} << 30));
+  const auto rates = sluice::tools::engine_rates_of(sluice::tools::probe_from_json(sluice::tools::probe_json(r)));
+  EXPECT_NEAR(rates.stage_both_gbps, 88, 1e-9);
+  EXPECT_NEAR(rates.staging_beside_link.stage_gbps, 44, 1e-9);
+  EXPECT_NEAR(rates.staging_beside_link.link_gbps, 90, 1e-9);
+}
+
 TEST(ProbeResult, BadJsonSaysWhatIsWrong) {
   EXPECT_THROW(sluice::tools::probe_from_json("{not json"), std::invalid_argument);
   try {

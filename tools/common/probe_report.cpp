@@ -88,7 +88,8 @@ std::string probe_text(const ProbeResult& r) {
     out += pivot(r.registration, [](const Measurement& m) { return fmt::format("{:.3f}", m.ms.median); });
   }
   if (!r.host_copies.empty()) {
-    out += "\nHost memcpy (median): pageable to pageable, and staging through pinned slots while the link streams:\n";
+    out += "\nHost memcpy (median): pageable to pageable, staging through pinned slots, and staging beside the link's\n"
+           "copies with what the link moved meanwhile:\n";
     TextTable table({"copy", "threads", "size", "GB/s", "min..max GB/s"});
     for (const auto& m : r.host_copies) {
       // 'stage both' counts the bytes of both directions: min and max alike.
@@ -227,6 +228,8 @@ EngineRates engine_rates_of(const ProbeResult& r) {
     if (m.name == "stage in") rates.stage_in_gbps = m.median_gbps();
     if (m.name == "stage out") rates.stage_out_gbps = m.median_gbps();
     if (m.name == "stage both") rates.stage_both_gbps = m.median_gbps();
+    if (m.name == "stage both beside the link") rates.staging_beside_link.stage_gbps = m.median_gbps();
+    if (m.name == "link beside staging") rates.staging_beside_link.link_gbps = m.median_gbps();
   }
   return rates;
 }
