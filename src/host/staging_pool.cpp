@@ -51,6 +51,13 @@ StagingPool::~StagingPool() {
   for (auto& t : threads_) t.join();
 }
 
+std::size_t StagingPool::piece_bytes_for(std::size_t bytes) const {
+  constexpr std::size_t page = 4096;
+  const std::size_t threads = std::max<std::size_t>(1, threads_.size());
+  const std::size_t even = (bytes + threads - 1) / threads;
+  return std::clamp((even + page - 1) / page * page, min_piece_bytes, default_piece_bytes);
+}
+
 StagingPool::Ticket StagingPool::submit(std::size_t bytes, std::size_t piece_bytes, PieceFn piece, Priority priority) {
   if (piece_bytes == 0) throw std::invalid_argument("staging pool: piece size must be at least 1 byte");
   auto job = std::make_shared<Job>();

@@ -113,6 +113,7 @@ void Submission::State::submit_stage_in(std::size_t chunk) {
     StagingPool::PieceFn piece;
     std::size_t piece_size = piece_bytes;
     if (s.path == HostPath::staged) {
+      piece_size = e.staging_pool().piece_bytes_for(bytes);
       const std::byte* from = s.at(range.begin);
       piece = [pinned, from](std::size_t offset, std::size_t length) { std::memcpy(pinned + offset, from + offset, length); };
     } else if (s.source->splittable()) {
@@ -437,7 +438,7 @@ void Submission::State::stage_out(std::size_t chunk) {
     if (s.path == HostPath::staged) {
       std::byte* to = s.at(range.begin);
       jobs.emplace_back(k, e.staging_pool().submit(
-                               bytes, piece_bytes,
+                               bytes, e.staging_pool().piece_bytes_for(bytes),
                                [to, pinned](std::size_t offset, std::size_t length) {
                                  detail::copy_streaming(to + offset, pinned + offset, length);
                                },

@@ -125,6 +125,19 @@ TEST(StagingPool, DestructionRunsWhatIsQueued) {
   EXPECT_EQ(ran, 50);
 }
 
+TEST(StagingPool, PiecesSpreadAChunkOverEveryThread) {
+  sluice::StagingPool pool(14);
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  // 2 MiB over 14 threads: 146.3 KiB each, rounded up to whole pages.
+  EXPECT_EQ(pool.piece_bytes_for(2 * MiB), 148 * KiB);
+  EXPECT_GE(pool.piece_bytes_for(2 * MiB) * 14, 2 * MiB);
+  EXPECT_EQ(pool.piece_bytes_for(64 * MiB), sluice::StagingPool::default_piece_bytes);  // large jobs: 1 MiB pieces
+  EXPECT_EQ(pool.piece_bytes_for(100 * KiB), sluice::StagingPool::min_piece_bytes);     // tiny jobs: not below 64 KiB
+  EXPECT_EQ(pool.piece_bytes_for(0), sluice::StagingPool::min_piece_bytes);
+  sluice::StagingPool one(1);
+  EXPECT_EQ(one.piece_bytes_for(8 * MiB), sluice::StagingPool::default_piece_bytes);
+}
+
 TEST(StagingPool, ThreadCount) {
   EXPECT_EQ(StagingPool(1).thread_count(), 1u);
   EXPECT_EQ(StagingPool(5).thread_count(), 5u);
