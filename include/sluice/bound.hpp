@@ -98,12 +98,13 @@ double staging_ms(const RunVolume& volume, const EngineRates& rates);
 // Host staging and the link's copies of a run together, in ms. Three
 // measured points bound what host memory serves at once: staging alone (at
 // the run's own mix of directions), the link alone (link_ms), and staging
-// beside the link streaming both ways (rates.staging_beside_link); as for
-// the link, time sharing between them makes their convex hull reachable,
-// and the term is the time at the run's ratio of staged to copied bytes on
-// that hull. Measured on the H200: staging 88 GB/s alone, 44 beside the link,
-// so a staged run cannot have both at their best. 0 when nothing is staged,
-// nothing is copied, or the shared point is unknown.
+// beside the link streaming both ways (rates.staging_beside_link, its link
+// side no less than the link's best both ways); as for the link, time
+// sharing between them makes their convex hull reachable, and the term is
+// the time at the run's ratio of staged to copied bytes on that hull.
+// Measured on the H200's host: staging 74-88 GB/s alone, 44-54 beside the
+// link, so a staged run cannot have both at their best. 0 when nothing is
+// staged, nothing is copied, or the shared point is unknown.
 double host_memory_ms(const RunVolume& volume, const EngineRates& rates);
 
 // Throws std::invalid_argument on negative volumes or rates.

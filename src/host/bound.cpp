@@ -74,10 +74,16 @@ double host_memory_ms(const RunVolume& v, const EngineRates& r) {
   const double staged = v.staged_in_bytes + v.staged_out_bytes, copied = v.h2d_bytes + v.d2h_bytes;
   const double alone_ms = staging_ms(v, r), link_alone_ms = link_ms(v.h2d_bytes, v.d2h_bytes, r);
   if (staged <= 0 || copied <= 0 || alone_ms <= 0 || link_alone_ms <= 0 || !r.staging_beside_link.known()) return 0;
-  // (staged bytes per ms, copied bytes per ms)
+  // (staged bytes per ms, copied bytes per ms). The shared point's link side
+  // is the link at its best both ways when that is faster than what it kept
+  // beside the staging threads: the measurement's slots are not a run's (a
+  // run's copy engines read slots just written, often from cache), so only
+  // the staging side is taken as measured, and the point stays outside what
+  // a run can reach.
   const double per_ms = 1e6;
+  const double shared_link_gbps = std::max(r.staging_beside_link.link_gbps, r.both_gbps);
   const std::array<Vec, 3> points{{{staged / alone_ms, 0},
-                                   {r.staging_beside_link.stage_gbps * per_ms, r.staging_beside_link.link_gbps * per_ms},
+                                   {r.staging_beside_link.stage_gbps * per_ms, shared_link_gbps * per_ms},
                                    {0, copied / link_alone_ms}}};
   const double s = farthest_along(Vec{staged, copied}, points);
   return s > 0 ? 1 / s : 0.0;

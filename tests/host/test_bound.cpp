@@ -121,27 +121,30 @@ RunVolume staged_copy() {
 
 TEST(Bound, StagingBesideTheLinkSharesHostMemory) {
   // Alone: staging 2 GB at 80 GB/s is 25 ms, the link 2 GB at 100 GB/s 20 ms.
-  // Beside the link streaming at 80 GB/s, staging got 40. Between staging
-  // alone (80, 0) and that point (40, 80), the hull crosses equal rates at
-  // 53.3 GB/s each: 2 GB / 53.3 GB/s = 37.5 ms.
+  // Beside the link streaming at its best, staging got 40. Between staging
+  // alone (80, 0) and that point (40, 100), the hull crosses equal rates at
+  // 57.1 GB/s each: 2 GB / 57.1 GB/s = 35 ms.
   EngineRates r = h200_like();
   r.stage_both_gbps = 80;
-  r.staging_beside_link = {40, 80};
+  r.staging_beside_link = {40, 100};
   const auto b = compute_bound(staged_copy(), r);
   EXPECT_EQ(b.limiter, "host memory (staging beside the link)");
-  EXPECT_NEAR(b.ms, 37.5, 1e-9);
+  EXPECT_NEAR(b.ms, 35, 1e-9);
   EXPECT_TRUE(b.host_limited());
-  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 37.5, 1e-9);
+  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 35, 1e-9);
   EXPECT_NEAR(sluice::staging_ms(staged_copy(), r), 25, 1e-9);
 }
 
-TEST(Bound, SharedPointBelowTimeSharingLeavesTheSumOfBoth) {
-  // A point inside the line from staging alone to the link alone: taking
-  // turns does better, staging then copying, 25 + 20 ms.
+TEST(Bound, SharedPointTakesTheLinkAtItsBest) {
+  // The link kept 80 GB/s beside the staging threads, but its best both ways
+  // is 100: the point is taken at (40, 100), so the term stays a bound.
   EngineRates r = h200_like();
   r.stage_both_gbps = 80;
-  r.staging_beside_link = {20, 30};
-  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 45, 1e-9);
+  r.staging_beside_link = {40, 80};
+  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 35, 1e-9);
+  r.staging_beside_link = {40, 120};  // faster than the link's best: taken as measured
+  // (80 - 40 t, 120 t) at equal rates: t = 0.5, 60 GB/s each.
+  EXPECT_NEAR(sluice::host_memory_ms(staged_copy(), r), 2e9 / 60e6, 1e-9);
 }
 
 TEST(Bound, HostMemoryTermNeedsStagingCopiesAndTheSharedPoint) {
