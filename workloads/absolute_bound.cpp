@@ -86,18 +86,17 @@ AbsoluteBound absolute_bound(const Problem& p, int device, int repeats, StagingP
     // fastest of all. A staged run's copy engines read the slots the threads
     // just wrote, often from cache, so no one condition is its condition;
     // the fastest is a bound no run can beat.
-    b.host_while_streaming = refresh_staging_rates(device, *host);
-    HostCopyRates h = fastest_of(b.host_while_streaming, host_copy_rates(*host));
+    HostCopyRates while_streaming = refresh_staging_rates(device, *host);
+    HostCopyRates h = fastest_of(while_streaming, host_copy_rates(*host));
     if (pageable) {
       const std::span<const float> in = pageable->input(0);
       const std::span<float> out = pageable->output();
       const HostRegions own{reinterpret_cast<const std::byte*>(in.data()), in.size_bytes(),
                             reinterpret_cast<std::byte*>(out.data()), out.size_bytes()};
-      b.host_while_streaming = fastest_of(b.host_while_streaming, measure_staging_rates(device, *host, own));
-      h = fastest_of(h, fastest_of(b.host_while_streaming, measure_host_copy_rates(*host, own)));
+      while_streaming = fastest_of(while_streaming, measure_staging_rates(device, *host, own));
+      h = fastest_of(h, fastest_of(while_streaming, measure_host_copy_rates(*host, own)));
     }
-    b.rates = with_host(b.rates, h);
-    b.rates.staging_beside_link = {b.host_while_streaming.both_gbps, b.host_while_streaming.link_gbps};
+    b.rates = with_staging_beside_link(with_host(b.rates, h), while_streaming);
   }
   b.kernel_ms = kernel_alone_ms(p, repeats);
   b.pinned_volume = volume_of(p, b.kernel_ms, false);

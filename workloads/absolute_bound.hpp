@@ -20,9 +20,6 @@ struct AbsoluteBound {
   EngineRates rates;
   double kernel_ms = 0;
   RunVolume pinned_volume, staged_volume;  // what the rows move through each engine
-  // Staging while the link streams, and the link's rate meanwhile: the point
-  // where both share host memory (rates.staging_beside_link).
-  HostCopyRates host_while_streaming;
   Bound pinned;  // link and kernel
   Bound staged;  // and host staging of every input and the output (empty without host rates)
 

@@ -51,4 +51,11 @@ inline EngineRates with_host(EngineRates rates, const HostCopyRates& host) {
   return rates;
 }
 
+// The point where staging and the link share host memory
+// (EngineRates::staging_beside_link), from rates measured while the link streams.
+inline EngineRates with_staging_beside_link(EngineRates rates, const HostCopyRates& while_link_streams) {
+  rates.staging_beside_link = {while_link_streams.both_gbps, while_link_streams.link_gbps};
+  return rates;
+}
+
 }  // namespace sluice

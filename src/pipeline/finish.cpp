@@ -120,8 +120,8 @@ RunReport Submission::State::finish() {
       // The faster of link idle and link streaming for staging alone: a bound
       // no run can beat; and the two sharing host memory.
       const HostCopyRates beside_link = staging_rates(e.device, e.staging_pool());
-      rates = with_host(rates, fastest_of(beside_link, host_copy_rates(e.staging_pool())));
-      rates.staging_beside_link = {beside_link.both_gbps, beside_link.link_gbps};
+      rates = with_staging_beside_link(with_host(rates, fastest_of(beside_link, host_copy_rates(e.staging_pool()))),
+                                       beside_link);
     }
     report.bound = compute_bound(report.volume, rates);
   }
