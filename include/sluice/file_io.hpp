@@ -81,7 +81,9 @@ class FileSink final : public Sink {
   std::size_t item_bytes() const override { return item_bytes_; }
   std::string name() const override { return "file " + path_.string(); }
   bool splittable() const override { return true; }
-  // Sizes the file for every item, so pieces can be written at their offsets in any order.
+  // Sizes the file for every item, so pieces can be written at their offsets
+  // in any order, reserving a new file's blocks where the file system can:
+  // a disk too full for the output throws IoError here, before the first chunk.
   void begin_run() override;
   void write(ItemRange range, std::span<const std::byte> pinned) override;
   // Cuts the file after the last item written when the run failed.

@@ -47,6 +47,21 @@ int open_direct(const std::string& path, int flags) {
 #endif
 }
 
+// Reserves the file's blocks up to `size` where the file system can
+// (fallocate); where it cannot, the writes allocate as they go. A disk too
+// full for the output is an error here, before the run starts.
+void reserve_blocks(int fd, const std::string& path, std::uint64_t size) {
+#ifdef __linux__
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) == 0) return;
+  if (errno == ENOSPC || errno == EFBIG)
+    throw IoError(path, 0, "cannot reserve " + std::to_string(size) + " bytes for the output: " + errno_text(errno));
+#else
+  (void)fd;
+  (void)path;
+  (void)size;
+#endif
+}
+
 bool direct_ok(int direct_fd, std::uint64_t offset, std::size_t bytes, const void* buffer) {
   return direct_fd >= 0 && offset % direct_alignment == 0 && bytes % direct_alignment == 0 &&
          reinterpret_cast<std::uintptr_t>(buffer) % direct_alignment == 0;
@@ -123,6 +138,10 @@ FileSink::~FileSink() {
 
 void FileSink::begin_run() {
   const std::uint64_t size = options_.offset + std::uint64_t{items_} * item_bytes_;
+  // A new file's blocks are reserved before the run: on ext4 the pipeline
+  // wrote 2 GiB into a preallocated file 15 % faster than into a sparse one
+  // (docs/measurements.md). A file already that long keeps its blocks.
+  if (file_size(fd_, path_.string()) < size) reserve_blocks(fd_, path_.string(), size);
   if (::ftruncate(fd_, static_cast<off_t>(size)) != 0)
     throw IoError(path_.string(), size, "cannot size the file to " + std::to_string(size) + " bytes: " + errno_text(errno));
 }

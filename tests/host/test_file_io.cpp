@@ -1,6 +1,8 @@
 #include "sluice/file_io.hpp"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -138,6 +140,34 @@ TEST_F(FileIo, SinkWritesPiecesInAnyOrderAndCutsTheFileOnFailure) {
   sink.begin_run();
   sink.end_run(false, 30);
   EXPECT_EQ(std::filesystem::file_size(path), 8u + 30u * 4);
+}
+
+TEST_F(FileIo, SinkReservesANewFileAndCutsALongerOneBeforeTheRun) {
+  const auto probe = dir_ / "probe.bin";
+  {
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT, 0644);
+    const bool can_reserve = ::fallocate(fd, 0, 0, 4096) == 0;
+    ::close(fd);
+    if (!can_reserve) GTEST_SKIP() << "the temporary directory's file system cannot reserve blocks (fallocate)";
+  }
+  const std::size_t items = std::size_t{1} << 20;  // 4 MiB of 4-byte items
+  const auto path = dir_ / "new.bin";
+  FileSink sink(path, 4, items);
+  sink.begin_run();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<std::size_t>(st.st_size), items * 4);
+  EXPECT_GE(static_cast<std::size_t>(st.st_blocks) * 512, items * 4) << "the new file's blocks were not reserved";
+
+  // A longer file keeps its header and loses what lies past the items.
+  const auto longer = write_ints("longer.bin", 100, 8);
+  FileSink over(longer, 4, 10, with_offset(8));
+  over.begin_run();
+  EXPECT_EQ(std::filesystem::file_size(longer), 8u + 40u);
+  std::ifstream in(longer, std::ios::binary);
+  std::string header(8, '\0');
+  in.read(header.data(), 8);
+  EXPECT_EQ(header, "hhhhhhhh");
 }
 
 TEST_F(FileIo, SinkNamesAFileItCannotCreate) {
