@@ -18,6 +18,7 @@
 // efficiency = bound / measured; above 1 means a term was measured wrong.
 // Host-only.
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sluice {
@@ -65,8 +66,20 @@ struct RunVolume {
   double kernel_ms = 0;         // the compute alone over all the data; 0 when unknown
 };
 
+// The terms' names, as reports print them.
+namespace term {
+inline constexpr std::string_view h2d = "h2d";
+inline constexpr std::string_view kernel = "kernel";
+inline constexpr std::string_view d2h = "d2h";
+inline constexpr std::string_view link_both = "link (both directions)";
+inline constexpr std::string_view host_staging = "host staging";
+inline constexpr std::string_view host_memory = "host memory (staging beside the link)";
+inline constexpr std::string_view storage_read = "storage read";
+inline constexpr std::string_view storage_write = "storage write";
+}  // namespace term
+
 struct BoundTerm {
-  std::string name;  // "h2d", "kernel", "d2h", "link (both directions)", "host staging", "storage read", ...
+  std::string name;  // one of term::
   double ms = 0;
 };
 
@@ -74,9 +87,10 @@ struct Bound {
   double ms = 0;
   std::string limiter;           // the name of the largest term
   std::vector<BoundTerm> terms;  // every term that could be computed, largest first
+  // Set by the host or its storage rather than the GPU and its link.
   bool host_limited() const {
-    return limiter == "host staging" || limiter == "host memory (staging beside the link)" || limiter == "storage read" ||
-           limiter == "storage write";
+    return limiter == term::host_staging || limiter == term::host_memory || limiter == term::storage_read ||
+           limiter == term::storage_write;
   }
 };
 

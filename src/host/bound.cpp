@@ -96,20 +96,20 @@ Bound compute_bound(const RunVolume& v, const EngineRates& r) {
                    r.staging_beside_link.stage_gbps, r.staging_beside_link.link_gbps, r.read_gbps, r.write_gbps})
     if (x < 0) throw std::invalid_argument("bound: volumes and rates must not be negative");
   Bound bound;
-  auto add = [&](std::string name, double ms) {
-    if (ms > 0) bound.terms.push_back({std::move(name), ms});
+  auto add = [&](std::string_view name, double ms) {
+    if (ms > 0) bound.terms.push_back({std::string(name), ms});
   };
-  add("h2d", at_rate(v.h2d_bytes, r.h2d_gbps));
-  add("kernel", v.kernel_ms);
-  add("d2h", at_rate(v.d2h_bytes, r.d2h_gbps));
+  add(term::h2d, at_rate(v.h2d_bytes, r.h2d_gbps));
+  add(term::kernel, v.kernel_ms);
+  add(term::d2h, at_rate(v.d2h_bytes, r.d2h_gbps));
   // Both directions at once, at this run's mix when the mixes were measured.
   if (v.h2d_bytes > 0 && v.d2h_bytes > 0)
-    add("link (both directions)", mixes_known(r) ? measured_link_ms(v.h2d_bytes, v.d2h_bytes, r)
-                                                 : at_rate(v.h2d_bytes + v.d2h_bytes, r.both_gbps));
-  add("host staging", staging_ms(v, r));
-  add("host memory (staging beside the link)", host_memory_ms(v, r));
-  add("storage read", at_rate(v.read_bytes, r.read_gbps));
-  add("storage write", at_rate(v.written_bytes, r.write_gbps));
+    add(term::link_both, mixes_known(r) ? measured_link_ms(v.h2d_bytes, v.d2h_bytes, r)
+                                        : at_rate(v.h2d_bytes + v.d2h_bytes, r.both_gbps));
+  add(term::host_staging, staging_ms(v, r));
+  add(term::host_memory, host_memory_ms(v, r));
+  add(term::storage_read, at_rate(v.read_bytes, r.read_gbps));
+  add(term::storage_write, at_rate(v.written_bytes, r.write_gbps));
   std::stable_sort(bound.terms.begin(), bound.terms.end(),
                    [](const BoundTerm& a, const BoundTerm& b) { return a.ms > b.ms; });
   if (!bound.terms.empty()) {
