@@ -45,7 +45,8 @@ struct PipelineOptions {
   // The GPU to run on; unset, the device current when the pipeline is built.
   // The caller's current device is left as it was by every call.
   std::optional<int> device;
-  // Items in the largest chunk; 0 picks sizes from the data (default_chunking).
+  // Items in the largest chunk; 0 picks sizes from the data, and from whether
+  // the host copies it through the slots both ways this run (default_chunking).
   // A size set here cuts every chunk that size, unless first_chunk_items is set too.
   std::size_t chunk_items = 0;
   // When set, the first and last chunks ramp up from this size by doubling

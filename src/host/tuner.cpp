@@ -30,7 +30,7 @@ std::vector<PipelineOptions> sweep_settings(std::size_t items, std::size_t item_
 }
 
 ModelInput with_setting(ModelInput base, const PipelineOptions& options, std::size_t items, std::size_t item_bytes) {
-  base.plan = plan_chunks(options, items, item_bytes);
+  base.plan = plan_chunks(options, items, item_bytes, base.staged_in && base.staged_out);
   base.depth = options.depth;
   base.out_slots = options.depth + 1;
   return base;

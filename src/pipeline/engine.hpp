@@ -168,6 +168,7 @@ struct Pipeline::Engine {
   void validate() const;
   void classify_spans(std::vector<std::string>& notes);
   std::size_t widest_item() const;
+  // After classify_spans: a run whose host copies through the slots both ways gets its own default chunks.
   ChunkPlan plan_chunks(std::size_t items) const;
   // resources.cpp
   struct Allocated {

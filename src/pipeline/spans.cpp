@@ -66,7 +66,12 @@ void Pipeline::Engine::validate() const {
 }
 
 ChunkPlan Pipeline::Engine::plan_chunks(std::size_t items) const {
-  return sluice::plan_chunks(options, items, widest_item());
+  const auto host_copies = [this](bool in) {
+    return std::any_of(spans.begin(), spans.end(), [in](const SpanRecord& s) {
+      return s.host_pass() && (in ? s.copied_in() : s.copied_out());
+    });
+  };
+  return sluice::plan_chunks(options, items, widest_item(), host_copies(true) && host_copies(false));
 }
 
 void Pipeline::Engine::classify_spans(std::vector<std::string>& notes) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipeline_test.hpp"
+#include "sluice/chunking.hpp"
 #include "sluice/error.hpp"
 #include "sluice/host_registration.hpp"
 #include "sluice/pinned_buffer.hpp"
@@ -107,6 +108,29 @@ TEST_F(PipelineTest, EveryHostPolicyGivesTheBytesPinnedMemoryGives) {
       }
     }
   }
+}
+
+TEST_F(PipelineTest, StagingBothWaysPicksItsOwnDefaultChunks) {
+  const std::size_t n = std::size_t{8} << 20;  // 32 MiB of floats per span
+  std::vector<float> in = pattern(n), out(n, std::nanf(""));
+  PipelineOptions o;
+  o.host_memory = HostMemoryPolicy::stage;
+  Pipeline staged(o);
+  affine(staged, staged.input(in), staged.output(out));
+  EXPECT_EQ(staged.run().chunk_items, sluice::default_chunking(n, sizeof(float), true).chunk_items);
+  EXPECT_TRUE(is_affine(in, out));
+
+  // Pinned both ways, or staged only on the way in: the usual sizes.
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  Pipeline pinned;
+  affine(pinned, pinned.input(pin_in.span()), pinned.output(pin_out.span()));
+  EXPECT_EQ(pinned.run().chunk_items, sluice::default_chunking(n, sizeof(float)).chunk_items);
+  Pipeline in_only(o);
+  affine(in_only, in_only.input(in), in_only.output(pin_out.span()));
+  EXPECT_EQ(in_only.run().chunk_items, sluice::default_chunking(n, sizeof(float)).chunk_items);
+  EXPECT_NE(sluice::default_chunking(n, sizeof(float), true).chunk_items,
+            sluice::default_chunking(n, sizeof(float)).chunk_items);  // else this test tells nothing
 }
 
 TEST_F(PipelineTest, RegisterPolicyCopiesDirectlyAndUnregistersOnClear) {

@@ -60,7 +60,7 @@ Action add_model_command(CLI::App& app) {
     if (!args->chunk.empty()) options.chunk_items = parse_bytes(args->chunk) / item_bytes;
     if (!args->first.empty()) options.first_chunk_items = parse_bytes(args->first) / item_bytes;
     options.depth = args->depth;
-    in.plan = plan_chunks(options, items, item_bytes);
+    in.plan = plan_chunks(options, items, item_bytes, args->pageable && args->inputs > 0 && args->outputs > 0);
     in.depth = options.depth;
     in.out_slots = options.depth + 1;
     const Prediction p = predict(in);
