@@ -43,17 +43,22 @@ double link_gbps_within(const std::vector<LinkRound>& rounds, Clock::time_point 
   return ms > 0 ? bytes / (ms * 1e6) : 0;
 }
 
-// Runs `measure` while the copy engines stream 64 MiB copies both ways, and
-// records what the link moved meanwhile (HostCopyRates::link_gbps).
+// Runs `measure(ring)` while the copy engines stream both ways through the
+// slot ring the measurement stages into and out of, as a pipeline's copy
+// engines read the slots its threads have just written and write the ones
+// they read next (so the link's traffic can stay in the last-level cache,
+// as a run's does); records what the link moved meanwhile
+// (HostCopyRates::link_gbps).
 template <typename Measure>
 HostCopyRates while_link_streams(int device, Measure&& measure) {
   const DeviceScope scope(device);
-  constexpr std::size_t bytes = std::size_t{64} << 20;
-  constexpr int copies_per_round = 4;
+  constexpr std::size_t bytes = slot_ring_bytes;
+  constexpr int copies_per_round = 16;
   Stream in, out;
-  PinnedBuffer<char> host_in(bytes), host_out(bytes);
-  std::memset(host_in.data(), 1, bytes);
-  DeviceBuffer<char> dev_in(bytes, in), dev_out(bytes, in);
+  PinnedBuffer<std::byte> ring_in(bytes), ring_out(bytes);
+  std::memset(ring_in.data(), 1, bytes);
+  std::memset(ring_out.data(), 3, bytes);
+  DeviceBuffer<std::byte> dev_in(bytes, in), dev_out(bytes, in);
   SLUICE_CUDA_CHECK(cudaMemsetAsync(dev_out.data(), 2, bytes, in.get()));
   in.synchronize();
   std::atomic<bool> stop{false};
@@ -65,8 +70,8 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
       while (!stop.load()) {
         LinkRound round{Clock::now(), {}, 2.0 * copies_per_round * static_cast<double>(bytes)};
         for (int k = 0; k < copies_per_round; ++k) {
-          SLUICE_CUDA_CHECK(cudaMemcpyAsync(dev_in.data(), host_in.data(), bytes, cudaMemcpyHostToDevice, in.get()));
-          SLUICE_CUDA_CHECK(cudaMemcpyAsync(host_out.data(), dev_out.data(), bytes, cudaMemcpyDeviceToHost, out.get()));
+          SLUICE_CUDA_CHECK(cudaMemcpyAsync(dev_in.data(), ring_in.data(), bytes, cudaMemcpyHostToDevice, in.get()));
+          SLUICE_CUDA_CHECK(cudaMemcpyAsync(ring_out.data(), dev_out.data(), bytes, cudaMemcpyDeviceToHost, out.get()));
         }
         in.synchronize();
         out.synchronize();
@@ -81,7 +86,7 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
   HostCopyRates rates;
   const auto from = Clock::now();
   try {
-    rates = measure();
+    rates = measure(SlotRing{ring_in.data(), ring_out.data(), bytes});
   } catch (...) {
     stop = true;
     link.join();
@@ -98,11 +103,11 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
 }  // namespace
 
 HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
-  return while_link_streams(device, [&] { return measure_host_copy_rates(pool); });
+  return while_link_streams(device, [&](SlotRing ring) { return measure_host_copy_rates(pool, std::size_t{512} << 20, 3, ring); });
 }
 
 HostCopyRates measure_staging_rates(int device, StagingPool& pool, const HostRegions& regions) {
-  return while_link_streams(device, [&] { return measure_host_copy_rates(pool, regions); });
+  return while_link_streams(device, [&](SlotRing ring) { return measure_host_copy_rates(pool, regions, 3, ring); });
 }
 
 namespace {

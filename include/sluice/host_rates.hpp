@@ -28,14 +28,27 @@ struct HostRegions {
   std::size_t out_bytes = 0;
 };
 
-// Fastest of `repeats` for each figure. Allocates 2 x `bytes` (+ 2 x 64 MiB) while it runs.
-HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes = std::size_t{512} << 20, int repeats = 3);
+// The slots' side of the copies: where stage-in writes and stage-out reads.
+// A pipeline's slots are a few chunks of a few MiB, used again every few
+// chunks, so they can stay in the last-level cache; the measurement's ring
+// is of that scale (its own of slot_ring_bytes when none is given), so no
+// run's slots are kinder to the cache than the measurement's.
+struct SlotRing {
+  std::byte* in = nullptr;
+  std::byte* out = nullptr;
+  std::size_t bytes = 0;  // of each
+};
+inline constexpr std::size_t slot_ring_bytes = std::size_t{16} << 20;
+
+// Fastest of `repeats` for each figure. Allocates 2 x `bytes` (+ the ring) while it runs.
+HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes = std::size_t{512} << 20, int repeats = 3,
+                                      SlotRing ring = {});
 
 // The same over memory the caller has: a row's own pageable arrays or a
 // mapped file, so the rate is the one staging that memory can reach (page
 // cache and anonymous memory, huge pages or not, do not copy alike). A
-// figure whose region is empty is left 0. Allocates 2 x 64 MiB while it runs.
-HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regions, int repeats = 3);
+// figure whose region is empty is left 0. Allocates the ring, when none is given, while it runs.
+HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regions, int repeats = 3, SlotRing ring = {});
 
 // The faster of two measurements, figure by figure.
 HostCopyRates fastest_of(const HostCopyRates& a, const HostCopyRates& b);

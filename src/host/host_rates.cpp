@@ -13,8 +13,6 @@ namespace sluice {
 
 namespace {
 
-constexpr std::size_t ring_bytes = std::size_t{64} << 20;
-
 template <typename Work>
 double best_gbps(double bytes, int repeats, Work&& work) {
   double best = 0;
@@ -29,16 +27,22 @@ double best_gbps(double bytes, int repeats, Work&& work) {
 
 }  // namespace
 
-HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regions, int repeats) {
-  // The slot side: a ring of the pipeline's slot scale, written first so page faults stay out of the timing.
-  auto ring_in = std::make_unique<char[]>(ring_bytes), ring_out = std::make_unique<char[]>(ring_bytes);
-  std::memset(ring_in.get(), 0, ring_bytes);
-  std::memset(ring_out.get(), 0x11, ring_bytes);
+HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regions, int repeats, SlotRing ring) {
+  // A ring of the pipeline's slot scale unless given one, written first so page faults stay out of the timing.
+  std::unique_ptr<std::byte[]> own_in, own_out;
+  if (ring.bytes == 0) {
+    own_in = std::make_unique<std::byte[]>(slot_ring_bytes);
+    own_out = std::make_unique<std::byte[]>(slot_ring_bytes);
+    std::memset(own_in.get(), 0, slot_ring_bytes);
+    std::memset(own_out.get(), 0x11, slot_ring_bytes);
+    ring = {own_in.get(), own_out.get(), slot_ring_bytes};
+  }
+  const std::size_t ring_bytes = ring.bytes;
   const std::size_t piece = StagingPool::default_piece_bytes;
-  char* const in_dst = ring_in.get();
+  char* const in_dst = reinterpret_cast<char*>(ring.in);
   const auto* const in_src = reinterpret_cast<const char*>(regions.in);
   auto* const out_dst = reinterpret_cast<char*>(regions.out);
-  const char* const out_src = ring_out.get();
+  const char* const out_src = reinterpret_cast<const char*>(ring.out);
   auto stage_in = [=](std::size_t offset, std::size_t length) { std::memcpy(in_dst + offset % ring_bytes, in_src + offset, length); };
   auto stage_out = [=](std::size_t offset, std::size_t length) {
     detail::copy_streaming(out_dst + offset, out_src + offset % ring_bytes, length);
@@ -59,13 +63,13 @@ HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regi
   return rates;
 }
 
-HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes, int repeats) {
-  bytes = std::max(bytes, ring_bytes);
+HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes, int repeats, SlotRing ring) {
+  bytes = std::max(bytes, slot_ring_bytes);
   // Written first, so page faults stay out of the timing.
   auto big_in = std::make_unique<std::byte[]>(bytes), big_out = std::make_unique<std::byte[]>(bytes);
   std::memset(big_in.get(), 0x5A, bytes);
   std::memset(big_out.get(), 0x33, bytes);
-  return measure_host_copy_rates(pool, HostRegions{big_in.get(), bytes, big_out.get(), bytes}, repeats);
+  return measure_host_copy_rates(pool, HostRegions{big_in.get(), bytes, big_out.get(), bytes}, repeats, ring);
 }
 
 HostCopyRates fastest_of(const HostCopyRates& a, const HostCopyRates& b) {
