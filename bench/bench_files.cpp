@@ -88,13 +88,22 @@ double storage_gbps(const std::string& path, std::size_t bytes, bool write, Stag
 // write over fails the check.
 void poison_file(const std::string& path, std::size_t bytes, StagingPool& pool) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
-    throw IoError(path, 0, std::string("cannot poison: ") + std::strerror(errno));
+  if (fd < 0) throw IoError(path, 0, std::string("cannot open to poison: ") + std::strerror(errno));
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int code = errno;
+    ::close(fd);
+    throw IoError(path, 0, std::string("cannot size to poison: ") + std::strerror(code));
+  }
   const std::vector<char> nan_bytes(piece, static_cast<char>(0xFF));
-  pool.run(bytes, piece, [&](std::size_t offset, std::size_t length) {
-    if (::pwrite(fd, nan_bytes.data(), length, static_cast<off_t>(offset)) != static_cast<ssize_t>(length))
-      throw IoError(path, offset, std::string("poison write failed: ") + std::strerror(errno));
-  });
+  try {
+    pool.run(bytes, piece, [&](std::size_t offset, std::size_t length) {
+      if (::pwrite(fd, nan_bytes.data(), length, static_cast<off_t>(offset)) != static_cast<ssize_t>(length))
+        throw IoError(path, offset, std::string("poison write failed: ") + std::strerror(errno));
+    });
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   ::close(fd);
 }
 

@@ -103,7 +103,7 @@ HostCopyRates while_link_streams(int device, Measure&& measure) {
 }  // namespace
 
 HostCopyRates measure_staging_rates(int device, StagingPool& pool) {
-  return while_link_streams(device, [&](SlotRing ring) { return measure_host_copy_rates(pool, std::size_t{512} << 20, 3, ring); });
+  return while_link_streams(device, [&](SlotRing ring) { return measure_host_copy_rates(pool, host_copy_bytes, 3, ring); });
 }
 
 HostCopyRates measure_staging_rates(int device, StagingPool& pool, const HostRegions& regions) {

@@ -39,9 +39,12 @@ struct SlotRing {
   std::size_t bytes = 0;  // of each
 };
 inline constexpr std::size_t slot_ring_bytes = std::size_t{16} << 20;
+// The caller's side when none is given: larger than the last-level cache.
+inline constexpr std::size_t host_copy_bytes = std::size_t{512} << 20;
 
 // Fastest of `repeats` for each figure. Allocates 2 x `bytes` (+ the ring) while it runs.
-HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes = std::size_t{512} << 20, int repeats = 3,
+// Throws std::invalid_argument for a ring that is not a whole number of staging pieces.
+HostCopyRates measure_host_copy_rates(StagingPool& pool, std::size_t bytes = host_copy_bytes, int repeats = 3,
                                       SlotRing ring = {});
 
 // The same over memory the caller has: a row's own pageable arrays or a

@@ -6,10 +6,12 @@
 // cache) as in a run. Measured with a separate pinned buffer for the link
 // instead, staging ran at 45-55 GB/s both ways on the H200's host where runs
 // staged 78 GB/s, and staged rows read 1.05-1.28 of the bound; the link's
-// traffic costs a run little once its slots stay in cache. A bound takes the fastest of this and
-// the link-idle rates (host_rates.hpp) for host staging alone, and takes
-// these, with what the link moved meanwhile (link_gbps), as the point where
-// staging and the copy engines share host memory (EngineRates::staging_beside_link).
+// traffic costs a run little once its slots stay in cache.
+//
+// A bound takes the fastest of this and the link-idle rates (host_rates.hpp)
+// for host staging alone, and takes these, with what the link moved
+// meanwhile (link_gbps), as the point where staging and the copy engines
+// share host memory (EngineRates::staging_beside_link).
 #include "sluice/host_rates.hpp"
 #include "sluice/staging_pool.hpp"
 

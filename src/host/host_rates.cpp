@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 
 #include "streaming_copy.hpp"
 
@@ -39,6 +40,8 @@ HostCopyRates measure_host_copy_rates(StagingPool& pool, const HostRegions& regi
   }
   const std::size_t ring_bytes = ring.bytes;
   const std::size_t piece = StagingPool::default_piece_bytes;
+  if (ring_bytes % piece != 0)  // a piece must not run past the ring's end
+    throw std::invalid_argument("host copy rates: the slot ring must be a whole number of 1 MiB pieces");
   char* const in_dst = reinterpret_cast<char*>(ring.in);
   const auto* const in_src = reinterpret_cast<const char*>(regions.in);
   auto* const out_dst = reinterpret_cast<char*>(regions.out);

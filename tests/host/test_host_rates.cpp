@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 #include <vector>
 
 #include "sluice/host_rates.hpp"
@@ -23,6 +24,20 @@ TEST(HostRates, CopiesThroughTheCallersRegions) {
   // Stage-out wrote the slot ring's bytes over the whole output region.
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](std::byte b) { return b == std::byte{0x11}; }));
   EXPECT_TRUE(std::all_of(in.begin(), in.end(), [](std::byte b) { return b == std::byte{0x5A}; }));
+}
+
+TEST(HostRates, UsesTheRingItIsGivenAndRefusesOneOfPartPieces) {
+  sluice::StagingPool pool(2);
+  std::vector<std::byte> in(3 << 20, std::byte{0x5A}), out(3 << 20, std::byte{0});
+  std::vector<std::byte> ring_in(2 << 20, std::byte{0}), ring_out(2 << 20, std::byte{0x77});
+  const HostRegions regions{in.data(), in.size(), out.data(), out.size()};
+  sluice::measure_host_copy_rates(pool, regions, 1, sluice::SlotRing{ring_in.data(), ring_out.data(), ring_in.size()});
+  // Stage-in wrote the caller's bytes into the given ring; stage-out copied the ring's out.
+  EXPECT_TRUE(std::all_of(ring_in.begin(), ring_in.end(), [](std::byte b) { return b == std::byte{0x5A}; }));
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](std::byte b) { return b == std::byte{0x77}; }));
+  EXPECT_THROW(sluice::measure_host_copy_rates(pool, regions, 1,
+                                               sluice::SlotRing{ring_in.data(), ring_out.data(), (3 << 20) / 2}),
+               std::invalid_argument);
 }
 
 TEST(HostRates, AMissingRegionLeavesItsFiguresOut) {
