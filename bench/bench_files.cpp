@@ -39,13 +39,29 @@ constexpr std::size_t loop_chunk = std::size_t{16} << 20;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+// A file the pool's threads read or write, closed however their work ends.
+class OpenedFile {
+ public:
+  OpenedFile(const std::string& path, int flags, const char* purpose)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw IoError(path, 0, std::string("cannot open to ") + purpose + ": " + std::strerror(errno));
+  }
+  ~OpenedFile() { ::close(fd_); }
+  OpenedFile(const OpenedFile&) = delete;
+  OpenedFile& operator=(const OpenedFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // Integer values: sums in double are exact, so the reduction verifies exactly.
 float value_at(std::size_t i) { return static_cast<float>((i * 7919) % 1000); }
 
 // Writes the file with the pool's threads; returns the exact sum of its values.
 double create_file(const std::string& path, std::size_t items, StagingPool& pool) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(path, 0, std::string("cannot create: ") + std::strerror(errno));
+  const OpenedFile file(path, O_WRONLY | O_CREAT | O_TRUNC, "create");
+  const int fd = file.fd();
   std::atomic<std::uint64_t> sum{0};
   pool.run(items * sizeof(float), piece, [&](std::size_t offset, std::size_t length) {
     std::vector<float> block(length / sizeof(float));
@@ -58,7 +74,6 @@ double create_file(const std::string& path, std::size_t items, StagingPool& pool
       throw IoError(path, offset, std::string("write failed: ") + std::strerror(errno));
     sum += local;
   });
-  ::close(fd);
   return static_cast<double>(sum.load());
 }
 
@@ -66,9 +81,8 @@ double create_file(const std::string& path, std::size_t items, StagingPool& pool
 // pread/pwrite. A write goes over the file as it is, without truncating it,
 // as the file sink writes: a second write then reuses the blocks of the first.
 double storage_gbps(const std::string& path, std::size_t bytes, bool write, StagingPool& pool) {
-  const int fd = write ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)
-                       : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(path, 0, std::string("cannot open: ") + std::strerror(errno));
+  const OpenedFile file(path, write ? O_WRONLY | O_CREAT : O_RDONLY, "measure storage");
+  const int fd = file.fd();
   const std::size_t ring = std::size_t{64} << 20;
   PinnedBuffer<char> buffer(ring);
   std::memset(buffer.data(), 1, ring);
@@ -79,32 +93,20 @@ double storage_gbps(const std::string& path, std::size_t bytes, bool write, Stag
                                : ::pread(fd, at, length, static_cast<off_t>(offset));
     if (done != static_cast<ssize_t>(length)) throw IoError(path, offset, "short transfer while measuring storage");
   });
-  const double ms = ms_since(begin);
-  ::close(fd);
-  return gb_per_s(static_cast<double>(bytes), ms);
+  return gb_per_s(static_cast<double>(bytes), ms_since(begin));
 }
 
 // Fills the output file, at its full size, with NaN: whatever a run does not
 // write over fails the check.
 void poison_file(const std::string& path, std::size_t bytes, StagingPool& pool) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(path, 0, std::string("cannot open to poison: ") + std::strerror(errno));
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int code = errno;
-    ::close(fd);
-    throw IoError(path, 0, std::string("cannot size to poison: ") + std::strerror(code));
-  }
+  const OpenedFile file(path, O_WRONLY | O_CREAT, "poison");
+  if (::ftruncate(file.fd(), static_cast<off_t>(bytes)) != 0)
+    throw IoError(path, 0, std::string("cannot size to poison: ") + std::strerror(errno));
   const std::vector<char> nan_bytes(piece, static_cast<char>(0xFF));
-  try {
-    pool.run(bytes, piece, [&](std::size_t offset, std::size_t length) {
-      if (::pwrite(fd, nan_bytes.data(), length, static_cast<off_t>(offset)) != static_cast<ssize_t>(length))
-        throw IoError(path, offset, std::string("poison write failed: ") + std::strerror(errno));
-    });
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
+  pool.run(bytes, piece, [&](std::size_t offset, std::size_t length) {
+    if (::pwrite(file.fd(), nan_bytes.data(), length, static_cast<off_t>(offset)) != static_cast<ssize_t>(length))
+      throw IoError(path, offset, std::string("poison write failed: ") + std::strerror(errno));
+  });
 }
 
 // Every output element is 2x + 1 of its input (exact for these integer values).
