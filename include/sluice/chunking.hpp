@@ -17,19 +17,28 @@
 // option away (PipelineOptions::first_chunk_items).
 //
 // A run whose host copies data through the pinned slots both ways (staged
-// spans, sources and sinks, in and out) keeps its chunks within [4 MiB,
-// 8 MiB] where the data allows eight chunks or more. Staged runs on the
-// H200's host (medians of interleaved runs): 1 GiB per array in 16 MiB
-// chunks took 31.1 ms for copy, 56.9 vadd, 33.5 sincos20, in 8 MiB chunks
-// 26.4, 45.9, 28.8; 32 MiB in 2.8 MiB chunks 2.06, 2.28, 1.74, in 4 MiB
-// chunks 1.46, 1.98, 1.37. There the staging threads and both copy engines
-// share host memory, and larger slots likely fall out of the last-level
-// cache (each is written by the threads and read by a copy engine every few
-// chunks); smaller chunks pay the hand-off between a copy and the staging of
-// its slot (0.1-0.3 ms in the timelines) too often. A run whose host copies
-// one way only keeps the usual sizes: a 2 GiB reduction read from a file
-// took 45 ms in 16 MiB chunks and 79 ms in 8 MiB (from a staged array, 44
-// and 52).
+// spans, sources and sinks, in and out) uses 4 MiB chunks where the data
+// allows eight chunks or more, with six stage-in slots (stage_in_slots).
+// There the staging threads and both copy engines share host memory, and
+// what counts is how far stage-in runs ahead of the H2D copies and whether
+// the slots stay in the last-level cache. Staged runs on the H200's host, ms
+// (interleaved runs, medians of 9 and 5, the output poisoned before each as
+// the bench does):
+//
+//   chunk / stage-in slots    8 MiB / 3   4 MiB / 3   4 MiB / 6   8 MiB / 6
+//   copy 256 MiB              8.00        9.08        7.10        9.09
+//   vadd 256 MiB             13.65       12.41       12.21       14.57
+//   copy 1 GiB               27.86       34.54       25.82       26.79
+//   vadd 1 GiB               46.26       46.88       44.68       52.12
+//
+// A second host put 4 MiB / 6 ahead again, and 4 MiB / 12 behind it (8.72,
+// 13.85, 26.15, 48.89 against 7.33, 12.77, 26.21, 44.87). Stage-out jobs go
+// first whenever a D2H has finished, so stage-in falls behind in bursts: 24
+// MiB of lead absorbs them, 48 MiB spills the slots out of the cache. 2 MiB
+// chunks paid their per-chunk costs too often (copy 1 GiB: 39 ms), 16 MiB
+// chunks fell out of the cache (31 ms). A run whose host copies one way only
+// keeps the usual sizes: a 2 GiB reduction read from a file took 45 ms in
+// 16 MiB chunks and 79 ms in 8 MiB (from a staged array, 44 and 52).
 #include <cstddef>
 
 #include "sluice/chunk_plan.hpp"
@@ -51,5 +60,11 @@ Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes,
 // first_chunk_items is set too.
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
                       bool host_copies_both_ways = false);
+
+// How much a run keeps staged ahead of its H2D copies, and the pinned
+// stage-in slots per span that hold it for chunks of `chunk_bytes`: at least
+// 3 (one filling, one ready, one being copied), at most 6 (above).
+inline constexpr std::size_t stage_in_lead_bytes = std::size_t{24} << 20;
+std::size_t stage_in_slots(std::size_t chunk_bytes);
 
 }  // namespace sluice

@@ -17,7 +17,7 @@ Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes,
   // 2-4 MiB, 256 MiB: 4-8 MiB, 1 GiB: 16 MiB).
   const auto root = static_cast<std::size_t>(std::sqrt(static_cast<double>(bytes) * static_cast<double>(MiB / 4)));
   std::size_t chunk_bytes = std::clamp(root, 1 * MiB, 16 * MiB);
-  if (host_copies_both_ways) chunk_bytes = std::clamp(chunk_bytes, std::min(4 * MiB, bytes / 8), 8 * MiB);  // chunking.hpp says why
+  if (host_copies_both_ways) chunk_bytes = std::clamp(chunk_bytes, std::min(4 * MiB, bytes / 8), 4 * MiB);  // chunking.hpp says why
   const std::size_t chunk = std::min(items_of(chunk_bytes), item_count);
   return {chunk, chunk};
 }
@@ -33,6 +33,11 @@ ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t items, std::si
   chunking.first_items = std::max<std::size_t>(1, std::min(chunking.first_items, chunking.chunk_items));
   if (chunking.first_items >= chunking.chunk_items) return ChunkPlan(items, chunking.chunk_items);
   return ChunkPlan::ramped(items, chunking.chunk_items, chunking.first_items);
+}
+
+std::size_t stage_in_slots(std::size_t chunk_bytes) {
+  constexpr std::size_t fewest = 3, most = 6;
+  return std::clamp(stage_in_lead_bytes / std::max<std::size_t>(chunk_bytes, 1), fewest, most);
 }
 
 }  // namespace sluice

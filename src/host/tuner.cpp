@@ -33,6 +33,7 @@ ModelInput with_setting(ModelInput base, const PipelineOptions& options, std::si
   base.plan = plan_chunks(options, items, item_bytes, base.staged_in && base.staged_out);
   base.depth = options.depth;
   base.out_slots = options.depth + 1;
+  base.in_slots = stage_in_slots(base.plan.chunk_items() * item_bytes);
   return base;
 }
 

@@ -145,7 +145,7 @@ struct Pipeline::Engine {
 
   // Resources, kept and grown across runs (resources.cpp).
   std::size_t depth() const { return options.depth; }
-  std::size_t in_slots() const { return 3; }                 // stage-in: one filling, one ready, one copying
+  std::size_t in_slots() const { return in_slot_count; }     // stage-in: set per run by prepare (stage_in_slots)
   std::size_t out_slots() const { return options.depth + 1; } // stage-out: D2H may run this far ahead of the host
   // Event sets bound how far the driver runs ahead of the drain. The drain
   // blocks on each chunk's last event and wakes ~50 us after it: with few
@@ -156,6 +156,7 @@ struct Pipeline::Engine {
   std::vector<std::vector<PinnedBuffer<std::byte>>> pinned_in;   // [span][slot]: stage-in, host-pass inputs
   std::vector<std::vector<PinnedBuffer<std::byte>>> pinned_out;  // [span][slot]: stage-out, host-pass outputs
   std::vector<detail::ChunkEvents> events;                                 // [chunk % event_sets()]
+  std::size_t in_slot_count = 3;
   bool events_timed = false;
   std::unique_ptr<StagingPool> pool;       // created when something passes through the host
   std::unique_ptr<StagingPool> registrar;  // one thread: background registrations, one at a time

@@ -9,6 +9,7 @@
 #include "engine.hpp"
 #include "host_memory.hpp"
 #include "sluice/byte_size.hpp"
+#include "sluice/chunking.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -41,6 +42,7 @@ StagingPool& Pipeline::Engine::staging_pool() {
 
 Pipeline::Engine::Allocated Pipeline::Engine::prepare(std::size_t chunk_items) {
   const std::size_t count = spans.size();
+  in_slot_count = stage_in_slots(chunk_items * widest_item());
   device_slots.resize(count);
   pinned_in.resize(count);
   pinned_out.resize(count);

@@ -117,8 +117,14 @@ TEST_F(PipelineTest, StagingBothWaysPicksItsOwnDefaultChunks) {
   o.host_memory = HostMemoryPolicy::stage;
   Pipeline staged(o);
   affine(staged, staged.input(in), staged.output(out));
-  EXPECT_EQ(staged.run().chunk_items, sluice::default_chunking(n, sizeof(float), true).chunk_items);
+  const sluice::RunReport report = staged.run();
+  const std::size_t chunk = sluice::default_chunking(n, sizeof(float), true).chunk_items;
+  EXPECT_EQ(report.chunk_items, chunk);
   EXPECT_TRUE(is_affine(in, out));
+  // Pinned slots: stage_in_slots of them on the way in, depth + 1 on the way out.
+  const std::size_t chunk_bytes = chunk * sizeof(float);
+  EXPECT_EQ(report.pinned_bytes_allocated, (sluice::stage_in_slots(chunk_bytes) + o.depth + 1) * chunk_bytes);
+  EXPECT_GT(sluice::stage_in_slots(chunk_bytes), 3u);  // else the count tells nothing
 
   // Pinned both ways, or staged only on the way in: the usual sizes.
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);

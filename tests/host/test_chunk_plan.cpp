@@ -140,26 +140,36 @@ TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsNoRamp) {
   EXPECT_EQ(sluice::default_chunking(100, 64 * MiB).chunk_items, 1u);
 }
 
-TEST(DefaultChunking, HostCopiesBothWaysKeepChunksBetween4And8MiB) {
+TEST(DefaultChunking, HostCopiesBothWaysUse4MiBChunks) {
   constexpr std::size_t MiB = 1 << 20;
   auto chunk_mib = [](std::size_t floats) {
     return static_cast<double>(sluice::default_chunking(floats, 4, true).chunk_items) * 4 / MiB;
   };
-  EXPECT_EQ(chunk_mib(256 * MiB), 8.0);         // 1 GiB: 8 MiB, not 16
-  EXPECT_EQ(chunk_mib(16 * 1024 * MiB), 8.0);   // 64 GiB
-  EXPECT_EQ(chunk_mib(64 * MiB), 8.0);          // 256 MiB: the square root already
+  EXPECT_EQ(chunk_mib(256 * MiB), 4.0);         // 1 GiB: 4 MiB, not 16
+  EXPECT_EQ(chunk_mib(16 * 1024 * MiB), 4.0);   // 64 GiB
+  EXPECT_EQ(chunk_mib(64 * MiB), 4.0);          // 256 MiB: 4 MiB, not 8
   EXPECT_EQ(chunk_mib(8 * MiB), 4.0);           // 32 MiB: 4 MiB, not 2.8
-  EXPECT_NEAR(chunk_mib(32 * MiB), 5.657, 0.001);  // 128 MiB: the square root, within the range
   EXPECT_EQ(chunk_mib(4 * MiB), 2.0);           // 16 MiB: eight chunks, below 4 MiB
+  EXPECT_NEAR(chunk_mib(6 * MiB), 3.0, 0.001);  // 24 MiB: eight chunks, above the square root (2.45)
   EXPECT_EQ(chunk_mib(MiB), 1.0);               // 4 MiB: the usual 1 MiB
   EXPECT_EQ(chunk_mib(MiB / 2), 2.0);           // 2 MiB: one chunk, as otherwise
   // Otherwise the usual sizes; and the plan follows the flag.
   EXPECT_EQ(static_cast<double>(sluice::default_chunking(256 * MiB, 4).chunk_items) * 4 / MiB, 16.0);
   sluice::PipelineOptions o;
-  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, true).chunk_items(), 2 * MiB);
+  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, true).chunk_items(), MiB);
   EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, false).chunk_items(), 4 * MiB);
   o.chunk_items = 1000;  // a size set in the options is kept either way
   EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, true).chunk_items(), 1000u);
+}
+
+TEST(StageInSlots, KeepAbout24MiBAheadInThreeToSixSlots) {
+  constexpr std::size_t MiB = 1 << 20;
+  EXPECT_EQ(sluice::stage_in_slots(4 * MiB), 6u);   // the staged default: 24 MiB ahead
+  EXPECT_EQ(sluice::stage_in_slots(8 * MiB), 3u);
+  EXPECT_EQ(sluice::stage_in_slots(5 * MiB), 4u);   // 20 MiB: the lead rounds down
+  EXPECT_EQ(sluice::stage_in_slots(16 * MiB), 3u);  // never fewer than filling, ready, copying
+  EXPECT_EQ(sluice::stage_in_slots(MiB), 6u);       // nor more than six
+  EXPECT_EQ(sluice::stage_in_slots(0), 6u);         // nothing to stage: no division by zero
 }
 
 TEST(PlanChunks, OptionsDecideTheShape) {

@@ -63,6 +63,7 @@ Action add_model_command(CLI::App& app) {
     in.plan = plan_chunks(options, items, item_bytes, args->pageable && args->inputs > 0 && args->outputs > 0);
     in.depth = options.depth;
     in.out_slots = options.depth + 1;
+    in.in_slots = stage_in_slots(in.plan.chunk_items() * item_bytes);
     const Prediction p = predict(in);
     RunVolume volume;
     volume.h2d_bytes = static_cast<double>(bytes) * args->inputs;
