@@ -39,6 +39,10 @@ struct SlotRing {
   std::size_t bytes = 0;  // of each
 };
 inline constexpr std::size_t slot_ring_bytes = std::size_t{16} << 20;
+// The smaller of the two piece sizes the copies are measured in (the faster
+// counts): near a pipeline's piece of a 4 MiB chunk over 14 threads, and a
+// whole fraction of any ring of whole MiB.
+inline constexpr std::size_t staged_piece_bytes = std::size_t{256} << 10;
 // The caller's side when none is given: larger than the last-level cache.
 inline constexpr std::size_t host_copy_bytes = std::size_t{512} << 20;
 
