@@ -86,6 +86,10 @@ class Chunk:
     def torch_stream(self):
         return self._pipeline._torch_stream(self.stream)
 
+    def __cuda_stream__(self):
+        """The CUDA stream protocol, version 0: CuPy's Stream.from_external(chunk) and cuda.core take the chunk."""
+        return (0, self.stream)
+
     def _capsule(self, handle):
         if not isinstance(handle, Handle) or handle.index >= len(self._info.slots) or \
                 self._pipeline._handles[handle.index] is not handle:

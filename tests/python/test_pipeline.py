@@ -162,7 +162,10 @@ def test_cupy_arrays_for_cupy_users():
     x, y = p.input(a), p.output(out)
 
     def fn(c):
-        with cupy.cuda.ExternalStream(c.stream):
+        assert c.__cuda_stream__() == (0, c.stream)
+        # CuPy 14 takes objects with the CUDA stream protocol; before it, the raw handle.
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        with from_external(c) if from_external else cupy.cuda.ExternalStream(c.stream):
             c.cupy(y)[...] = c.cupy(x) * 5
 
     p.compute(fn)
