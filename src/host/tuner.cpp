@@ -30,7 +30,9 @@ std::vector<PipelineOptions> sweep_settings(std::size_t items, std::size_t item_
 }
 
 ModelInput with_setting(ModelInput base, const PipelineOptions& options, std::size_t items, std::size_t item_bytes) {
-  base.plan = plan_chunks(options, items, item_bytes, base.staged_in && base.staged_out);
+  const bool host_copies_both_ways =
+      base.staged_in && base.staged_out && base.in_item_bytes > 0 && base.out_item_bytes > 0;
+  base.plan = plan_chunks(options, items, item_bytes, host_copies_both_ways);
   base.depth = options.depth;
   base.out_slots = options.depth + 1;
   base.in_slots = stage_in_slots(base.plan.chunk_items() * item_bytes);

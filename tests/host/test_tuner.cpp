@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "sluice/chunking.hpp"
+
 using sluice::choose_with_model;
 using sluice::ModelInput;
 using sluice::PipelineOptions;
@@ -79,4 +81,17 @@ TEST(Tuner, WithSettingTakesThePlanAndSlotsOfTheSetting) {
   EXPECT_EQ(in.out_slots, 4u);
   EXPECT_EQ(in.plan.chunk_count(), 11u);
   EXPECT_EQ(in.rates.both_gbps, 100);  // the rest is the base's
+}
+
+TEST(Tuner, WithSettingPlansStagedChunksOnlyForBytesStagedBothWays) {
+  const std::size_t items = 256 * MiB / sizeof(float);
+  ModelInput staged = copy_bound();
+  staged.staged_in = staged.staged_out = true;
+  const ModelInput both = sluice::with_setting(staged, PipelineOptions{}, items, sizeof(float));
+  EXPECT_EQ(both.plan.chunk_items(), sluice::default_chunking(items, sizeof(float), true).chunk_items);
+  EXPECT_EQ(both.in_slots, sluice::stage_in_slots(both.plan.chunk_items() * sizeof(float)));
+  staged.out_item_bytes = 0;  // nothing comes back: staged one way only
+  const ModelInput in_only = sluice::with_setting(staged, PipelineOptions{}, items, sizeof(float));
+  EXPECT_EQ(in_only.plan.chunk_items(), sluice::default_chunking(items, sizeof(float)).chunk_items);
+  EXPECT_NE(both.plan.chunk_items(), in_only.plan.chunk_items());  // else this test tells nothing
 }

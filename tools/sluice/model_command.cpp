@@ -10,7 +10,6 @@
 #include "commands.hpp"
 #include "probe_report.hpp"
 #include "sluice/byte_size.hpp"
-#include "sluice/chunking.hpp"
 #include "sluice/model.hpp"
 #include "sluice/tuner.hpp"
 #include "trace_output.hpp"
@@ -60,10 +59,7 @@ Action add_model_command(CLI::App& app) {
     if (!args->chunk.empty()) options.chunk_items = parse_bytes(args->chunk) / item_bytes;
     if (!args->first.empty()) options.first_chunk_items = parse_bytes(args->first) / item_bytes;
     options.depth = args->depth;
-    in.plan = plan_chunks(options, items, item_bytes, args->pageable && args->inputs > 0 && args->outputs > 0);
-    in.depth = options.depth;
-    in.out_slots = options.depth + 1;
-    in.in_slots = stage_in_slots(in.plan.chunk_items() * item_bytes);
+    in = with_setting(in, options, items, item_bytes);
     const Prediction p = predict(in);
     RunVolume volume;
     volume.h2d_bytes = static_cast<double>(bytes) * args->inputs;
