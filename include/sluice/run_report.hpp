@@ -29,6 +29,16 @@ struct RunReport {
   // kept from earlier runs were large enough): why a first run is slower.
   std::size_t device_bytes_allocated = 0;
   std::size_t pinned_bytes_allocated = 0;
+  // The run's fixed costs, filled when its stages were timed (record or
+  // report_bound), else 0: from run() (or submit()) being called to the
+  // first copy starting on the device, from the last copy ending to run()
+  // (or wait()) returning, and the host's time to enqueue one chunk.
+  struct Overhead {
+    double start_ms = 0;
+    double end_ms = 0;
+    double host_us_per_chunk = 0;
+  };
+  Overhead overhead;
 
   // Summed duration of one lane's intervals (0 without recording).
   double busy_ms(Lane lane) const;
