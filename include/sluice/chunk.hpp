@@ -20,6 +20,9 @@ namespace sluice {
 
 class Pipeline;
 class MultiPipeline;
+namespace detail {
+class Run;
+}
 
 // A span added to a pipeline, remembering its item type: const T for
 // inputs, T for outputs and inout spans. Cheap to copy into a lambda.
@@ -53,9 +56,8 @@ struct Chunk {
   std::size_t index = 0;  // 0 .. count - 1, in the order chunks enter the device
   std::size_t count = 0;  // chunks in this run
   ItemRange items;        // which items of the whole input this chunk holds
-  StreamView stream;      // launch on this stream, and only this one
+  StreamView stream;      // launch on this stream, and only this one (on the host executor: unused)
   std::span<const DeviceSlot> slots;  // one per span, in the order spans were added
-  std::uint64_t generation = 0;
 
   std::size_t size() const { return items.size(); }
 
@@ -63,7 +65,7 @@ struct Chunk {
   // a handle from another pipeline or from before clear_spans().
   template <typename T>
   std::span<T> operator[](SpanHandle<T> handle) const {
-    if (handle.generation_ != generation || handle.index_ >= slots.size())
+    if (handle.generation_ != generation_ || handle.index_ >= slots.size())
       throw std::logic_error("Chunk: span handle " + std::to_string(handle.index_) +
                              " belongs to another pipeline, or to spans cleared since it was made");
     return {static_cast<T*>(slots[handle.index_].data), size()};
@@ -81,6 +83,15 @@ struct Chunk {
                              std::to_string(slots[span].item_bytes) + " bytes, not " + std::to_string(sizeof(T)));
     return static_cast<T*>(slots[span].data);
   }
+
+ private:
+  // Only a pipeline makes chunks: the generation says whose handles fit.
+  friend class detail::Run;
+  friend class MultiPipeline;
+  Chunk(std::size_t index_, std::size_t count_, ItemRange items_, StreamView stream_, std::span<const DeviceSlot> slots_,
+        std::uint64_t generation)
+      : index(index_), count(count_), items(items_), stream(stream_), slots(slots_), generation_(generation) {}
+  std::uint64_t generation_ = 0;  // which pipeline, and which set of spans in it
 };
 
 }  // namespace sluice

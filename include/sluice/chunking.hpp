@@ -18,7 +18,7 @@
 //
 // A run whose host copies data through the pinned slots both ways (staged
 // spans, sources and sinks, in and out) uses 4 MiB chunks where the data
-// allows eight chunks or more, with six stage-in slots (stage_in_slots).
+// allows eight chunks or more, with six stage-in slots (schedule.hpp).
 // There the staging threads and both copy engines share host memory, and
 // what counts is how far stage-in runs ahead of the H2D copies and whether
 // the slots stay in the last-level cache. Staged runs on the H200's host, ms
@@ -60,11 +60,5 @@ Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes,
 // first_chunk_items is set too.
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
                       bool host_copies_both_ways = false);
-
-// How much a run keeps staged ahead of its H2D copies, and the pinned
-// stage-in slots per span that hold it for chunks of `chunk_bytes`: at least
-// 3 (one filling, one ready, one being copied), at most 6 (above).
-inline constexpr std::size_t stage_in_lead_bytes = std::size_t{24} << 20;
-std::size_t stage_in_slots(std::size_t chunk_bytes);
 
 }  // namespace sluice

@@ -4,17 +4,22 @@
 // the configuration, with no GPU (a saved `sluice probe --json` is enough).
 // Host-only.
 //
-// It plays the run out chunk by chunk as the pipeline schedules it: host
-// stage-in a few chunks ahead, H2D in order behind its slot's previous D2H,
-// compute in order, D2H in order, stage-out in order. Engines that run at
-// once share what they share: H2D and D2H split the both-directions link
-// rate, stage-in and stage-out split the host's both-directions copy rate.
+// It plays the run's own schedule (schedule.hpp) through those rates: the
+// driver submits the device operations one after another at its measured
+// cost per operation, waiting where the schedule makes the host wait; each
+// operation starts once what it waits on has finished, its lane is free and
+// it has been submitted. Engines that run at once share what they share:
+// H2D and D2H split the both-directions link rate, stage-in and stage-out
+// split the host's both-directions copy rate. The rules live in the
+// schedule alone, so the model cannot drift from what the pipeline does.
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "sluice/bound.hpp"
 #include "sluice/chunk_plan.hpp"
+#include "sluice/pipeline_options.hpp"
+#include "sluice/schedule.hpp"
 #include "sluice/stage_interval.hpp"
 
 namespace sluice {
@@ -37,15 +42,16 @@ struct ModelInput {
   EngineRates rates;
   FixedCosts fixed;
   KernelCost kernel;
-  ChunkPlan plan{0, 1};
-  std::size_t depth = 4;
-  std::size_t in_slots = 3;   // pinned stage-in slots
-  std::size_t out_slots = 5;  // pinned stage-out slots
-  std::size_t in_item_bytes = 0;   // bytes per item copied in, all input spans together
-  std::size_t out_item_bytes = 0;  // bytes per item copied out
-  bool staged_in = false;          // inputs pass through host staging
-  bool staged_out = false;
+  // The run: its spans (item sizes, and which pass through the host), its
+  // items and the options that cut them; the schedule is planned from them.
+  std::vector<SpanShape> spans;
+  std::size_t items = 0;
+  PipelineOptions options;
 };
+
+// `inputs` input and `outputs` output arrays of `item_bytes`-byte items,
+// staged (pageable) or copied directly (pinned).
+std::vector<SpanShape> array_spans(unsigned inputs, unsigned outputs, std::size_t item_bytes, bool staged);
 
 struct Prediction {
   double ms = 0;
@@ -61,6 +67,7 @@ EngineRates staging_beside_copies(const RunVolume& volume, const EngineRates& ra
 
 // Throws std::invalid_argument for rates that are zero where the run needs them.
 Prediction predict(const ModelInput& input);
+Prediction predict(const Schedule& schedule, const EngineRates& rates, const FixedCosts& fixed, const KernelCost& kernel);
 
 // A copy's latency and rate from two measured sizes (bytes, ms): t = latency + bytes / rate.
 struct LatencyRate {

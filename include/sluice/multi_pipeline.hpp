@@ -11,12 +11,16 @@
 //   sluice::MultiReport report = p.run();   // report.parts[k]: device, items, RunReport
 //
 // A device may be named twice (two pipelines sharing one GPU). Chunks carry
-// global item ranges. The same rules as Pipeline hold for spans and errors.
+// global item ranges. The same rules as Pipeline hold for spans and errors:
+// spans are checked (matching lengths, no output overlapping another span)
+// before any part runs. Parts may run on host executors instead
+// (host_executor.hpp), to test multi-part code where there is no GPU.
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "sluice/host_executor.hpp"
 #include "sluice/multi_gpu_plans.hpp"
 #include "sluice/pipeline.hpp"
 
@@ -37,6 +41,8 @@ class MultiPipeline {
  public:
   // Throws std::invalid_argument for no device or one that does not exist.
   explicit MultiPipeline(std::vector<int> devices, PipelineOptions options = {});
+  // One part per host executor (a part's device reads -1 in the report).
+  MultiPipeline(std::vector<HostExecutor> parts, PipelineOptions options = {});
   ~MultiPipeline();
   MultiPipeline(MultiPipeline&&) noexcept;
   MultiPipeline& operator=(MultiPipeline&&) noexcept;
@@ -56,6 +62,7 @@ class MultiPipeline {
 
   // fn(chunk, part): launch on chunk.stream; part is the index into the
   // devices. The parts run at once, so fn is called from several threads.
+  // A callable set after a run replaces the old one in every part.
   MultiPipeline& compute(std::function<void(const Chunk&, std::size_t part)> fn);
   // The parts' shares for the next run (default: from the last run's speed).
   void set_weights(std::vector<double> weights);
@@ -67,11 +74,18 @@ class MultiPipeline {
     std::size_t items, item_bytes;
     SpanRole role;
   };
+  using ComputeOfPart = std::function<void(const Chunk&, std::size_t)>;
   std::size_t add(const void* data, std::size_t items, std::size_t item_bytes, SpanRole role);
-  std::vector<int> devices_;
+  void validate() const;
+  std::size_t part_count() const { return devices_.size(); }
+  std::vector<int> devices_;  // -1 for a part on a host executor
   PipelineOptions options_;
+  // Makes part p's pipeline with these options (on its GPU or its host executor).
+  std::function<std::unique_ptr<Pipeline>(std::size_t part, const PipelineOptions&)> make_part_;
   std::vector<Span> spans_;
-  std::shared_ptr<std::function<void(const Chunk&, std::size_t)>> fn_;
+  // The parts' compute wrappers call through this one holder, so a callable
+  // set after the parts exist reaches them all.
+  std::shared_ptr<ComputeOfPart> fn_ = std::make_shared<ComputeOfPart>();
   std::vector<double> weights_;
   std::vector<ItemShare> shares_;  // what the parts hold now
   std::uint64_t generation_;

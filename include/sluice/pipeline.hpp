@@ -31,6 +31,7 @@
 #include "sluice/chunk.hpp"
 #include "sluice/pipeline_options.hpp"
 #include "sluice/run_report.hpp"
+#include "sluice/schedule.hpp"
 #include "sluice/source.hpp"
 #include "sluice/stream_view.hpp"
 
@@ -56,7 +57,13 @@ concept WritableHostRange =
 template <HostRange R>
 using item_of = std::ranges::range_value_t<R>;
 
-enum class SpanRole { input, output, inout };
+class HostExecutor;
+namespace detail {
+class Executor;
+class PipelineCore;
+class Run;
+struct PipelineAccess;
+}  // namespace detail
 
 // A run in flight. wait() returns its report or rethrows its failure.
 // Destroying an unwaited submission waits for it and reports a failure on
@@ -82,15 +89,21 @@ class Submission {
 
 class Pipeline {
  public:
+  // On the GPU: options.device, or the device current now.
   explicit Pipeline(PipelineOptions options = {});
+  // On the host executor: the same schedule, run on host threads over host
+  // memory with a host compute callable, every edge checked as it runs
+  // (host_executor.hpp). For testing pipeline code where there is no GPU.
+  Pipeline(PipelineOptions options, const HostExecutor& executor);
   ~Pipeline();
   Pipeline(Pipeline&&) noexcept;
   Pipeline& operator=(Pipeline&&) noexcept;
 
-  // Spans refer to the caller's memory, which must outlive the run (and any
-  // registration: see HostMemoryPolicy). They are added before the first
-  // run; after it, rebind() a span to other memory or clear_spans() to start
-  // over. Throws std::logic_error otherwise, or while a run is in flight.
+  // Spans refer to the caller's memory, which must outlive the run; the
+  // pipeline keeps nothing of it page-locked once a run has returned. They
+  // are added before the first run; after it, rebind() a span to other
+  // memory or clear_spans() to start over. Throws std::logic_error
+  // otherwise, or while a run is in flight.
   template <HostRange R>
   SpanHandle<const item_of<R>> input(R&& range) {
     return {add_host(std::ranges::data(range), std::ranges::size(range), sizeof(item_of<R>), SpanRole::input),
@@ -117,7 +130,7 @@ class Pipeline {
   }
 
   // Points a span at other host memory of the same item type, keeping the
-  // compute callable and its handles. Undoes the span's registration, if any.
+  // compute callable and its handles.
   template <typename T, HostRange R>
     requires std::same_as<std::remove_cv_t<item_of<R>>, T>
   void rebind(SpanHandle<const T> handle, R&& range) {
@@ -129,16 +142,10 @@ class Pipeline {
     rebind_host(handle.index(), handle_generation(handle), std::ranges::data(range), std::ranges::size(range), true);
   }
 
-  // For language bindings, whose item types are known only at run time:
-  // returns the span's position (Chunk::device, Chunk::slots); rebind_host
-  // points that span at other memory with items of the same size.
-  std::size_t add_host(const void* data, std::size_t items, std::size_t item_bytes, SpanRole role);
-  void rebind_host(std::size_t span, const void* data, std::size_t items);
-
   Pipeline& compute(ComputeFn fn);
   Pipeline& on_chunk_done(ChunkDoneFn fn);
-  // Forgets the spans and the compute callable that used their handles, and
-  // undoes registrations; keeps device and pinned memory for the next run.
+  // Forgets the spans and the compute callable that used their handles;
+  // keeps device and pinned memory for the next run.
   Pipeline& clear_spans();
 
   // Runs to the end. Throws std::invalid_argument for a bad configuration
@@ -158,23 +165,19 @@ class Pipeline {
   // sinks) are complete when wait() returns.
   Submission submit(StreamView stream);
 
-  // Times each stage alone over the last run's chunks (copies from and to
-  // pinned scratch, compute, both copy directions at once), fastest of
-  // `repeats`. This RUNS THE COMPUTE CALLABLE AGAIN over every chunk, on
-  // what the slots hold: a callable with side effects (a reduction into the
-  // caller's memory) repeats them. Throws std::logic_error before a run has
-  // filled the slots.
-  StageCosts rerun_stages_alone(int repeats = 3);
-
   const PipelineOptions& options() const;
+  // The CUDA device it runs on; -1 on the host executor.
   int device() const;
 
-  struct Engine;
-
  private:
+  friend struct detail::PipelineAccess;
+  Pipeline(PipelineOptions options, std::unique_ptr<detail::Executor> executor);
+  std::size_t add_host(const void* data, std::size_t items, std::size_t item_bytes, SpanRole role,
+                       std::shared_ptr<const void> owner = nullptr);
   std::size_t add_source(std::shared_ptr<Source> source, std::size_t item_bytes);
   std::size_t add_sink(std::shared_ptr<Sink> sink, std::size_t item_bytes);
-  void rebind_host(std::size_t index, std::uint64_t generation, const void* data, std::size_t items, bool writable);
+  void rebind_host(std::size_t index, std::uint64_t generation, const void* data, std::size_t items, bool writable,
+                   std::shared_ptr<const void> owner = nullptr);
   std::uint64_t generation() const;
   template <typename T>
   static std::uint64_t handle_generation(const SpanHandle<T>& h) {
@@ -184,7 +187,7 @@ class Pipeline {
   // thread enqueues every chunk first; finish_on_caller: the caller waits at once.
   enum class StartMode { worker, drive_on_caller, finish_on_caller };
   Submission start(std::optional<StreamView> caller, StartMode mode);
-  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<detail::PipelineCore> core_;
 };
 
 }  // namespace sluice

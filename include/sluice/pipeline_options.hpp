@@ -7,21 +7,29 @@
 namespace sluice {
 
 // What the pipeline does with pageable spans (std::vector, new[], mmap).
+// Memory the caller lends is never left page-locked once a run returns: the
+// caller may free it then, and a page-locking the pipeline kept would make
+// later copies from those addresses (sluice's or any library's) read the old
+// pages. Memory streamed again and again is best page-locked by the caller,
+// who then decides how long: hold a sluice::HostRegistration over it and the
+// pipeline copies it directly.
 enum class HostMemoryPolicy {
   // Copy each chunk through pinned staging slots with the staging threads.
   // Costs host memory bandwidth, changes nothing about the caller's memory.
   stage,
-  // Page-lock the spans (cudaHostRegister) before the first chunk, then let
-  // the copy engines read and write them directly. Registration costs about
-  // 40 ms per GiB on 4 KiB pages (~20 ms on huge pages) and pays off when
-  // the same memory is streamed more than once. Throws before any work when
-  // the memory cannot be registered.
+  // Page-lock the spans (cudaHostRegister) for the run, before its first
+  // chunk, and undo it when the run ends; the copy engines read and write
+  // them directly. Registration costs about 40 ms per GiB on 4 KiB pages
+  // (~20 ms on huge pages), every run: worth it for one long pass over
+  // memory that staging would copy twice. Throws before any work when the
+  // memory cannot be registered.
   register_memory,
-  // Stage the first run over a span, then register it in the background
-  // once that run is over; later runs copy directly (a run that starts while
-  // the registration is still going waits for it: registering during a run
-  // would stall the run's own CUDA calls). Spans larger than a quarter of
-  // physical memory are only staged.
+  // Stage. Spans whose memory the pipeline itself keeps alive (arrays given
+  // from Python) are page-locked in the background once their first run is
+  // over, and copied directly from then on, until clear_spans(), rebind() of
+  // that span or the pipeline's end; a run that starts while the locking is
+  // still going waits for it (locking during a run would stall the run's own
+  // CUDA calls). Spans larger than a quarter of physical memory are only staged.
   automatic,
 };
 // Whether a chunk's kernel needs the kernels of the chunks before it.
@@ -36,10 +44,6 @@ enum class KernelOrder {
   // over 256 MiB on an H200), the same on copy-bound ones.
   independent,
 };
-
-// Registered spans stay registered until clear_spans(), rebind() of that
-// span, or the pipeline's destruction: the caller's memory must outlive that,
-// not only the run, under register_memory and automatic.
 
 struct PipelineOptions {
   // The GPU to run on; unset, the device current when the pipeline is built.

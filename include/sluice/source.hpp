@@ -53,6 +53,13 @@ class Sink {
   // After the run: `items_done` items (a prefix) were written completely;
   // `completed` is false when the run failed. A file sink cuts the file there.
   virtual void end_run(bool /*completed*/, std::size_t /*items_done*/) {}
+  virtual void commit() { end_run(true, item_count()); }
+  virtual void abandon(std::size_t items_done) noexcept {
+    try {
+      end_run(false, items_done);
+    } catch (...) {
+    }
+  }
 };
 
 // Typed handles for Pipeline::input/output: the item type travels with them.

@@ -19,12 +19,11 @@ struct ModelChoice {
   double predicted_ms = 0;
 };
 
-// `base` with the chunk plan and slots of `options`: what the model predicts
-// for that setting.
-ModelInput with_setting(ModelInput base, const PipelineOptions& options, std::size_t item_count, std::size_t item_bytes);
+// `base` run with `options` instead of its own: what the model predicts for that setting.
+ModelInput with_setting(ModelInput base, const PipelineOptions& options);
 
 // The setting of the sweep the model predicts fastest; `base` gives the
-// rates, costs, kernel and bytes per item (its plan and depth are replaced).
-ModelChoice choose_with_model(const ModelInput& base, std::size_t item_count, std::size_t item_bytes);
+// rates, costs, kernel, spans and items (its options are replaced).
+ModelChoice choose_with_model(const ModelInput& base);
 
 }  // namespace sluice

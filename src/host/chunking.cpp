@@ -35,9 +35,4 @@ ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t items, std::si
   return ChunkPlan::ramped(items, chunking.chunk_items, chunking.first_items);
 }
 
-std::size_t stage_in_slots(std::size_t chunk_bytes) {
-  constexpr std::size_t fewest = 3, most = 6;
-  return std::clamp(stage_in_lead_bytes / std::max<std::size_t>(chunk_bytes, 1), fewest, most);
-}
-
 }  // namespace sluice

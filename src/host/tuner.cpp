@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "sluice/chunking.hpp"
 
 namespace sluice {
 
@@ -29,21 +28,18 @@ std::vector<PipelineOptions> sweep_settings(std::size_t items, std::size_t item_
   return settings;
 }
 
-ModelInput with_setting(ModelInput base, const PipelineOptions& options, std::size_t items, std::size_t item_bytes) {
-  const bool host_copies_both_ways =
-      base.staged_in && base.staged_out && base.in_item_bytes > 0 && base.out_item_bytes > 0;
-  base.plan = plan_chunks(options, items, item_bytes, host_copies_both_ways);
-  base.depth = options.depth;
-  base.out_slots = options.depth + 1;
-  base.in_slots = stage_in_slots(base.plan.chunk_items() * item_bytes);
+ModelInput with_setting(ModelInput base, const PipelineOptions& options) {
+  base.options = options;
   return base;
 }
 
-ModelChoice choose_with_model(const ModelInput& base, std::size_t items, std::size_t item_bytes) {
+ModelChoice choose_with_model(const ModelInput& base) {
+  std::size_t widest = 1;
+  for (const SpanShape& s : base.spans) widest = std::max(widest, s.item_bytes);
   ModelChoice best;
   bool first = true;
-  for (const PipelineOptions& o : sweep_settings(items, item_bytes)) {
-    const double ms = predict(with_setting(base, o, items, item_bytes)).ms;
+  for (const PipelineOptions& o : sweep_settings(base.items, widest)) {
+    const double ms = predict(with_setting(base, o)).ms;
     if (first || ms < best.predicted_ms) best = {o, ms};
     first = false;
   }

@@ -162,16 +162,6 @@ TEST(DefaultChunking, HostCopiesBothWaysUse4MiBChunks) {
   EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, true).chunk_items(), 1000u);
 }
 
-TEST(StageInSlots, KeepAbout24MiBAheadInThreeToSixSlots) {
-  constexpr std::size_t MiB = 1 << 20;
-  EXPECT_EQ(sluice::stage_in_slots(4 * MiB), 6u);   // the staged default: 24 MiB ahead
-  EXPECT_EQ(sluice::stage_in_slots(8 * MiB), 3u);
-  EXPECT_EQ(sluice::stage_in_slots(5 * MiB), 4u);   // 20 MiB: the lead rounds down
-  EXPECT_EQ(sluice::stage_in_slots(16 * MiB), 3u);  // never fewer than filling, ready, copying
-  EXPECT_EQ(sluice::stage_in_slots(MiB), 6u);       // nor more than six
-  EXPECT_EQ(sluice::stage_in_slots(0), 6u);         // nothing to stage: no division by zero
-}
-
 TEST(PlanChunks, OptionsDecideTheShape) {
   sluice::PipelineOptions o;
   constexpr std::size_t items = 64 << 20;

@@ -9,14 +9,16 @@ using sluice::predict;
 
 namespace {
 
-// No fixed costs, round rates: timelines that can be worked out by hand.
+// No fixed costs, round rates, one array in and one out of 1-byte items in
+// equal chunks: timelines that can be worked out by hand.
 ModelInput plain(std::size_t items, std::size_t chunk) {
   ModelInput in;
   in.fixed = {0, 0, 0, 0, 0};
   in.rates.h2d_gbps = in.rates.d2h_gbps = 50;
   in.rates.both_gbps = 100;
-  in.plan = ChunkPlan(items, chunk);
-  in.in_item_bytes = in.out_item_bytes = 1;
+  in.spans = sluice::array_spans(1, 1, 1, false);
+  in.items = items;
+  in.options.chunk_items = chunk;
   return in;
 }
 
@@ -65,7 +67,7 @@ TEST(Model, CopiesInBothDirectionsShareTheLink) {
 TEST(Model, DepthOneSerializesOnTheDeviceSlot) {
   ModelInput in = plain(100'000'000, 50'000'000);  // 1 ms copies
   in.kernel.ms_per_item = 2.0 / 50'000'000;        // 2 ms kernels
-  in.depth = 1;
+  in.options.depth = 1;
   const auto p = predict(in);
   // h2d0 [0,1] k0 [1,3] d2h0 [3,4] h2d1 [4,5] k1 [5,7] d2h1 [7,8]
   EXPECT_NEAR(find(p, Lane::h2d, 1)->start_ms, 4, 1e-9);
@@ -73,17 +75,20 @@ TEST(Model, DepthOneSerializesOnTheDeviceSlot) {
 }
 
 TEST(Model, StagedInputsWaitForTheHostAndFreeSlotsBehindTheirCopy) {
-  ModelInput in = plain(300'000'000, 100'000'000);  // 3 chunks of 100 MB: 2 ms copies
-  in.out_item_bytes = 0;
-  in.staged_in = true;
+  ModelInput in = plain(500'000'000, 100'000'000);  // 5 chunks of 100 MB: 2 ms copies
+  in.spans = {{sluice::SpanRole::input, sluice::HostPath::staged, 1}};
   in.rates.stage_in_gbps = 25;  // 4 ms per chunk: the host is the pace
-  in.in_slots = 1;              // each stage-in waits for the previous chunk's H2D
+  // Three pinned slots (100 MB chunks): the host runs ahead, each H2D right
+  // behind its stage-in: s0 [0,4] s1 [4,8] ... s4 [16,20] h4 [20,22]
   const auto p = predict(in);
-  // s0 [0,4] h0 [4,6] s1 [6,10] h1 [10,12] s2 [12,16] h2 [16,18]
-  EXPECT_NEAR(find(p, Lane::stage_in, 1)->start_ms, 6, 1e-9);
-  EXPECT_NEAR(p.ms, 18, 1e-9);
-  in.in_slots = 3;  // now the host runs ahead: s0 [0,4] s1 [4,8] s2 [8,12] h2 [12,14]
-  EXPECT_NEAR(predict(in).ms, 14, 1e-9);
+  EXPECT_NEAR(find(p, Lane::stage_in, 1)->start_ms, 4, 1e-9);
+  EXPECT_NEAR(find(p, Lane::h2d, 0)->start_ms, 4, 1e-9);
+  EXPECT_NEAR(p.ms, 22, 1e-9);
+  // A slow link holds the slots: stage-in 3 waits for the H2D of chunk 0.
+  in.rates.stage_in_gbps = 1000;  // 0.1 ms per chunk
+  in.rates.h2d_gbps = 10;         // 10 ms per H2D
+  const auto slow = predict(in);
+  EXPECT_NEAR(find(slow, Lane::stage_in, 3)->start_ms, find(slow, Lane::h2d, 0)->end_ms, 1e-9);
 }
 
 TEST(Model, StagingSeenBesideTheCopiesIsSlowedToTheSharedTerm) {
@@ -119,7 +124,7 @@ TEST(Model, RefusesUnknownRatesItNeeds) {
   in.rates.h2d_gbps = 0;
   EXPECT_THROW(predict(in), std::invalid_argument);
   in = plain(1000, 100);
-  in.staged_out = true;
+  in.spans = sluice::array_spans(1, 1, 1, true);  // staged, with no staging rate known
   EXPECT_THROW(predict(in), std::invalid_argument);
 }
 

@@ -23,7 +23,8 @@ ModelInput copy_bound() {
   in.rates.h2d_gbps = in.rates.d2h_gbps = 50;
   in.rates.both_gbps = 100;
   in.kernel.ms_per_item = 1e-9;
-  in.in_item_bytes = in.out_item_bytes = sizeof(float);
+  in.spans = sluice::array_spans(1, 1, sizeof(float), false);
+  in.items = 64 * MiB / sizeof(float);
   return in;
 }
 
@@ -54,8 +55,7 @@ TEST(Tuner, SweepCoversChunkSizesUpToTheDataAndEveryDepth) {
 
 TEST(Tuner, NoFixedCostsPickTheSmallestChunks) {
   // Nothing costs per chunk, so shorter fill and drain always win.
-  const std::size_t items = 64 * MiB / sizeof(float);
-  const auto pick = choose_with_model(copy_bound(), items, sizeof(float));
+  const auto pick = choose_with_model(copy_bound());
   EXPECT_EQ(chunk_bytes(pick.options), MiB);
   // Between the link alone (64 MiB each way at 100 GB/s both ways) and equal
   // 1 MiB chunks (the first in and the last out alone, at 50).
@@ -67,31 +67,35 @@ TEST(Tuner, CostlyCopiesPickLargeChunks) {
   // 1 ms per copy outweighs any fill and drain: the fewest chunks win.
   ModelInput in = copy_bound();
   in.fixed.copy_ms = 1;
-  const std::size_t items = 64 * MiB / sizeof(float);
-  const auto pick = choose_with_model(in, items, sizeof(float));
+  const auto pick = choose_with_model(in);
   EXPECT_GE(chunk_bytes(pick.options), 32 * MiB);
 }
 
-TEST(Tuner, WithSettingTakesThePlanAndSlotsOfTheSetting) {
+TEST(Tuner, WithSettingRunsTheBaseWithTheSettingsOptions) {
   PipelineOptions o;
   o.chunk_items = 1000;
   o.depth = 3;
-  const ModelInput in = sluice::with_setting(copy_bound(), o, 10'500, sizeof(float));
-  EXPECT_EQ(in.depth, 3u);
-  EXPECT_EQ(in.out_slots, 4u);
-  EXPECT_EQ(in.plan.chunk_count(), 11u);
+  const ModelInput in = sluice::with_setting(copy_bound(), o);
+  EXPECT_EQ(in.options.depth, 3u);
+  EXPECT_EQ(in.options.chunk_items, 1000u);
   EXPECT_EQ(in.rates.both_gbps, 100);  // the rest is the base's
+  EXPECT_EQ(in.items, copy_bound().items);
 }
 
-TEST(Tuner, WithSettingPlansStagedChunksOnlyForBytesStagedBothWays) {
-  const std::size_t items = 256 * MiB / sizeof(float);
+// The model plays the pipeline's own schedule: what chunks and slots a
+// setting gets is the schedule's, with no copy of the rules in the tuner.
+TEST(Tuner, TheModelSeesTheSchedulesChunksAndSlots) {
   ModelInput staged = copy_bound();
-  staged.staged_in = staged.staged_out = true;
-  const ModelInput both = sluice::with_setting(staged, PipelineOptions{}, items, sizeof(float));
-  EXPECT_EQ(both.plan.chunk_items(), sluice::default_chunking(items, sizeof(float), true).chunk_items);
-  EXPECT_EQ(both.in_slots, sluice::stage_in_slots(both.plan.chunk_items() * sizeof(float)));
-  staged.out_item_bytes = 0;  // nothing comes back: staged one way only
-  const ModelInput in_only = sluice::with_setting(staged, PipelineOptions{}, items, sizeof(float));
-  EXPECT_EQ(in_only.plan.chunk_items(), sluice::default_chunking(items, sizeof(float)).chunk_items);
-  EXPECT_NE(both.plan.chunk_items(), in_only.plan.chunk_items());  // else this test tells nothing
+  staged.items = 256 * MiB / sizeof(float);
+  staged.spans = sluice::array_spans(1, 1, sizeof(float), true);
+  staged.rates.stage_in_gbps = staged.rates.stage_out_gbps = staged.rates.stage_both_gbps = 50;
+  const auto both = sluice::plan_schedule(staged.options, staged.spans, staged.items);
+  EXPECT_EQ(both.plan().chunk_items(), sluice::default_chunking(staged.items, sizeof(float), true).chunk_items);
+  EXPECT_EQ(both.ring_size(sluice::Ring::pinned_in), 6u);
+  std::size_t stage_ins = 0;
+  for (const auto& i : sluice::predict(staged).timeline) stage_ins += i.lane == sluice::Lane::stage_in;
+  EXPECT_EQ(stage_ins, both.chunk_count());
+  staged.spans = {{sluice::SpanRole::input, sluice::HostPath::staged, sizeof(float)}};  // staged one way only
+  const auto in_only = sluice::plan_schedule(staged.options, staged.spans, staged.items);
+  EXPECT_NE(both.plan().chunk_items(), in_only.plan().chunk_items());  // else this test tells nothing
 }

@@ -1,0 +1,408 @@
+// The host executor's lanes: one thread for the H2D "copy engine", one for
+// the D2H one and one per compute stream, each running its operations in
+// order, as a CUDA stream does; edges are waits on other lanes' marks.
+// Every operation is checked against the schedule as it starts
+// (host_executor.hpp).
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "executor.hpp"
+#include "host_device.hpp"
+#include "sluice/pipeline.hpp"
+
+namespace sluice::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string name(OpRef r) { return std::string(to_string(r.stage)) + " of chunk " + std::to_string(r.chunk); }
+
+class HostLock final : public detail::HostLock {
+ public:
+  HostLock(std::shared_ptr<HostDevice> device, const void* start) : device_(std::move(device)), start_(start) {}
+  ~HostLock() override { device_->unlock(start_); }
+
+ private:
+  std::shared_ptr<HostDevice> device_;
+  const void* start_;
+};
+
+class NoBinding final : public ThreadBinding {};
+
+class HostLanes final : public Executor {
+ public:
+  HostLanes(std::shared_ptr<HostDevice> device, const PipelineOptions& options)
+      : device_(std::move(device)), lanes_(2 + compute_stream_count(options)) {
+    std::uint64_t seed = device_->options().seed;
+    for (auto& lane : lanes_) lane.rng.seed(seed++);
+    for (std::size_t i = 0; i < lanes_.size(); ++i) lanes_[i].thread = std::thread([this, i] { serve(i); });
+    device_->lanes_started(lanes_.size());
+  }
+
+  ~HostLanes() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    for (auto& lane : lanes_) lane.thread.join();
+    device_->lanes_stopped(lanes_.size());
+  }
+
+  std::string name() const override { return "the host executor"; }
+  int device() const override { return -1; }
+
+  std::vector<MemoryExtent> extents(const void* data, std::size_t bytes) const override {
+    return device_->extents(data, bytes);
+  }
+  SlotMemory allocate_device(std::size_t bytes) override { return allocate(bytes, MemoryKind::device); }
+  SlotMemory allocate_pinned(std::size_t bytes) override { return allocate(bytes, MemoryKind::pinned); }
+  std::size_t free_device_bytes() const override { return device_->free_device_bytes(); }
+  std::unique_ptr<detail::HostLock> lock(void* data, std::size_t bytes, bool) override {
+    return std::make_unique<HostLock>(device_, device_->lock(data, bytes));
+  }
+
+  void prepare(const Schedule& schedule, bool) override { schedule_ = &schedule; }
+  std::unique_ptr<ThreadBinding> bind_thread() override { return std::make_unique<NoBinding>(); }
+
+  void begin_run(std::optional<StreamView> caller, bool) override {
+    if (caller)
+      throw std::invalid_argument("the host executor has no CUDA streams: run() or submit() it without a stream");
+    std::lock_guard lock(mutex_);
+    states_.assign(schedule_->chunk_count() * stage_count, State{});
+    run_error_ = nullptr;
+    broken_ = 0;
+    first_broken_.clear();
+    finish_ms_ = 0;
+    origin_ = Clock::now();
+  }
+  void wait_for_caller_on_host() override {}
+
+  void wait(const Op& op, OpRef on) override {
+    for (const Edge& edge : op.waits)
+      if (edge.on == on && !device_->keeps(op, edge)) return;
+    enqueue(op, [this, on] {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return settled(state(on)); });
+    });
+  }
+  void wait_for_caller(const Op&) override {}
+
+  void begin(const Op& op) override {
+    if (device_->take_fault(op.ref, InjectedFault::Kind::submit))
+      throw HostExecutorError("host executor: an injected failure submitting " + detail::name(op.ref));
+    enqueue(op, [this, op, lane = &lane_of(op)] {
+      pause(lane->rng);
+      std::lock_guard lock(mutex_);
+      start(op);
+    });
+  }
+
+  void copy(const Op& op, void* to, const void* from, std::size_t bytes) override {
+    const bool to_device = op.ref.stage == Stage::h2d;
+    if (!device_->within(to_device ? to : from, bytes, true) || !device_->within(to_device ? from : to, bytes, false))
+      broke(detail::name(op.ref) + " copies " + std::to_string(bytes) +
+            " bytes between memory a copy engine cannot reach (the host side must be page-locked and lie in one "
+            "allocation or registration, the device side in one device allocation)");
+    enqueue(op, [this, op, to, from, bytes] {
+      if (!running(op.ref)) return;
+      std::memcpy(to, from, bytes);
+    });
+  }
+
+  void compute(const Op& op, const Chunk& chunk, const ComputeFn& fn) override {
+    if (device_->take_fault(op.ref, InjectedFault::Kind::submit))
+      throw HostExecutorError("host executor: an injected failure launching " + detail::name(op.ref));
+    auto slots = std::make_shared<std::vector<DeviceSlot>>(chunk.slots.begin(), chunk.slots.end());
+    enqueue(op, [this, op, chunk, slots, fn = &fn] {
+      if (!running(op.ref)) return;
+      Chunk own = chunk;
+      own.slots = *slots;
+      try {
+        (*fn)(own);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        fail(op.ref, std::current_exception(), true);
+      }
+    });
+  }
+
+  void end(const Op& op) override {
+    enqueue(op, [this, ref = op.ref] {
+      {
+        std::lock_guard lock(mutex_);
+        State& s = state(ref);
+        if (s.phase == Phase::started) {
+          s.phase = Phase::done;
+          s.end_ms = now_ms();
+        } else if (!settled(s)) {
+          fail(ref, run_error_, run_error_callback_);
+        }
+      }
+      changed_.notify_all();
+    });
+  }
+
+  void end_run(std::optional<StreamView>) override {
+    enqueue(lanes_[1], [this] {
+      std::lock_guard lock(mutex_);
+      finish_ms_ = now_ms();
+    });
+  }
+
+  void host_started(const Op& op) override {
+    thread_local std::mt19937_64 rng{device_->options().seed};
+    pause(rng);
+    if (device_->take_fault(op.ref, InjectedFault::Kind::execution))
+      throw HostExecutorError("host executor: an injected failure in " + detail::name(op.ref));
+    std::lock_guard lock(mutex_);
+    start(op);
+  }
+  void host_finished(const Op& op) override {
+    {
+      std::lock_guard lock(mutex_);
+      State& s = state(op.ref);
+      s.phase = Phase::done;
+      s.end_ms = now_ms();
+    }
+    changed_.notify_all();
+  }
+
+  OpStatus status(OpRef op) override {
+    std::lock_guard lock(mutex_);
+    return status_of(op);
+  }
+  OpStatus wait_done(OpRef op, Pause) override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return settled(state(op)); });
+    return status_of(op);
+  }
+
+  OpTimes times(OpRef op) override {
+    std::lock_guard lock(mutex_);
+    return {state(op).start_ms, state(op).end_ms};
+  }
+  double run_ms() override {
+    std::lock_guard lock(mutex_);
+    return finish_ms_;
+  }
+
+  std::exception_ptr synchronize() override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      for (const auto& lane : lanes_)
+        if (lane.busy || !lane.tasks.empty()) return false;
+      return true;
+    });
+    if (run_error_) return run_error_;
+    if (broken_ > 0)
+      return std::make_exception_ptr(HostExecutorError("the host executor saw the schedule broken " +
+                                                       std::to_string(broken_) + " time(s) in this run; the first: " +
+                                                       first_broken_));
+    return nullptr;
+  }
+
+  std::exception_ptr with_context(std::exception_ptr error, const std::string& where) override {
+    try {
+      std::rethrow_exception(error);
+    } catch (const HostExecutorError& e) {
+      return where.empty() ? error : std::make_exception_ptr(HostExecutorError(where + ": " + e.what()));
+    } catch (...) {
+      return nullptr;
+    }
+  }
+
+  std::optional<EngineRates> rates(bool, StagingPool&) override { return std::nullopt; }
+
+ private:
+  enum class Phase { pending, started, done, failed };
+  struct State {
+    Phase phase = Phase::pending;
+    double start_ms = 0, end_ms = 0;
+    std::exception_ptr error;
+    bool from_callback = false;
+    OpRef at;
+  };
+  struct Lane {
+    std::thread thread;
+    std::deque<std::function<void()>> tasks;
+    bool busy = false;
+    std::mt19937_64 rng;
+  };
+
+  SlotMemory allocate(std::size_t bytes, MemoryKind kind) {
+    std::byte* data = device_->allocate(bytes, kind);
+    return {data, bytes, [device = device_](std::byte* p) { device->free(p); }};
+  }
+
+  Lane& lane_of(const Op& op) {
+    switch (op.ref.stage) {
+      case Stage::h2d: return lanes_[0];
+      case Stage::d2h: return lanes_[1];
+      default: return lanes_[2 + op.stream % (lanes_.size() - 2)];
+    }
+  }
+  void enqueue(const Op& op, std::function<void()> task) { enqueue(lane_of(op), std::move(task)); }
+  void enqueue(Lane& lane, std::function<void()> task) {
+    {
+      std::lock_guard lock(mutex_);
+      lane.tasks.push_back(std::move(task));
+    }
+    changed_.notify_all();
+  }
+
+  void serve(std::size_t index) {
+    Lane& lane = lanes_[index];
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !lane.tasks.empty(); });
+        if (lane.tasks.empty()) return;  // stopping, and nothing left
+        task = std::move(lane.tasks.front());
+        lane.tasks.pop_front();
+        lane.busy = true;
+      }
+      task();
+      {
+        std::lock_guard lock(mutex_);
+        lane.busy = false;
+      }
+      changed_.notify_all();
+    }
+  }
+
+  void pause(std::mt19937_64& rng) {
+    const unsigned most = device_->options().jitter_us;
+    if (most == 0) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<unsigned>(0, most)(rng)));
+  }
+
+  double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
+  State& state(OpRef r) { return states_.at(r.index()); }
+  static bool settled(const State& s) { return s.phase == Phase::done || s.phase == Phase::failed; }
+
+  // Whether an operation's work should still run (under no lock).
+  bool running(OpRef r) {
+    std::lock_guard lock(mutex_);
+    return state(r).phase == Phase::started;
+  }
+
+  void fail(OpRef at, std::exception_ptr error, bool from_callback) {
+    if (!run_error_) {
+      run_error_ = error;
+      run_error_callback_ = from_callback;
+      run_error_at_ = at;
+    }
+    State& s = state(at);
+    s.phase = Phase::failed;
+    s.error = run_error_;
+    s.from_callback = run_error_callback_;
+    s.at = run_error_at_;
+    changed_.notify_all();
+  }
+
+  OpStatus status_of(OpRef op) {
+    const State& s = state(op);
+    if (s.phase == Phase::failed) return {true, s.error, s.at, s.from_callback};
+    return {s.phase == Phase::done, nullptr, op, false};
+  }
+
+  void broke(std::string what) {
+    std::lock_guard lock(mutex_);
+    if (broken_++ == 0) first_broken_ = what;
+    device_->violation(std::move(what));
+  }
+
+  // An operation starts (the lock held): once a failure has been seen every
+  // later operation fails with it, as after a sticky CUDA error; else it is
+  // checked against the whole schedule.
+  void start(const Op& op) {
+    if (run_error_) {
+      fail(op.ref, run_error_, run_error_callback_);
+      return;
+    }
+    if (device_->take_fault(op.ref, InjectedFault::Kind::execution)) {
+      fail(op.ref,
+           std::make_exception_ptr(HostExecutorError("host executor: an injected failure as " + detail::name(op.ref) +
+                                                     " ran")),
+           false);
+      return;
+    }
+    check(op);
+    State& s = state(op.ref);
+    s.phase = Phase::started;
+    s.start_ms = now_ms();
+  }
+
+  void check(const Op& op) {
+    device_->count_checked();
+    auto report = [&](std::string what) {
+      if (broken_++ == 0) first_broken_ = what;
+      device_->violation(std::move(what));
+    };
+    const Schedule& s = *schedule_;
+    const Op planned = s.op(op.ref);
+    for (const Edge& edge : planned.waits)
+      if (state(edge.on).phase != Phase::done)
+        report(detail::name(op.ref) + " started before " + detail::name(edge.on) + " had finished (" +
+               std::string(to_string(edge.why)) + ")");
+    const std::size_t c = op.ref.chunk;
+    for (const SlotUse& use : planned.slots) {
+      const std::size_t size = s.ring_size(use.ring);
+      const std::string slot = std::string(to_string(use.ring)) + "[" + std::to_string(use.slot) + "]";
+      if (writes(use.access) && c >= size)
+        for (std::size_t st = 0; st < stage_count; ++st) {
+          const OpRef previous{c - size, static_cast<Stage>(st)};
+          for (const SlotUse& u : s.op(previous).slots)
+            if (u.ring == use.ring && state(previous).phase != Phase::done)
+              report(detail::name(op.ref) + " wrote " + slot + " while " + detail::name(previous) +
+                     " still used its previous contents");
+        }
+      if (reads(use.access))
+        for (std::size_t st = 0; st < static_cast<std::size_t>(op.ref.stage); ++st) {
+          const OpRef earlier{c, static_cast<Stage>(st)};
+          for (const SlotUse& w : s.op(earlier).slots)
+            if (w.ring == use.ring && writes(w.access) && state(earlier).phase != Phase::done)
+              report(detail::name(op.ref) + " read " + slot + " before " + detail::name(earlier) + " had written it");
+        }
+    }
+  }
+
+  std::shared_ptr<HostDevice> device_;
+  const Schedule* schedule_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<Lane> lanes_;  // h2d, d2h, then the compute streams
+  bool stopping_ = false;
+  std::vector<State> states_;  // [operation index] of this run
+  std::exception_ptr run_error_;
+  bool run_error_callback_ = false;
+  OpRef run_error_at_;
+  std::size_t broken_ = 0;
+  std::string first_broken_;
+  Clock::time_point origin_;
+  double finish_ms_ = 0;
+};
+
+}  // namespace
+
+}  // namespace sluice::detail
+
+namespace sluice {
+
+Pipeline::Pipeline(PipelineOptions options, const HostExecutor& executor)
+    : Pipeline(options, [&] {
+        if (options.depth == 0) throw std::invalid_argument("pipeline depth must be at least 1");
+        compute_stream_count(options);  // refuses more streams than the kernel order allows
+        return std::unique_ptr<detail::Executor>(std::make_unique<detail::HostLanes>(executor.device_, options));
+      }()) {}
+
+}  // namespace sluice

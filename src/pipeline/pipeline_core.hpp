@@ -1,0 +1,77 @@
+#pragma once
+// What a Pipeline owns between runs: its options, the executor its device
+// work runs on, its spans, the rings of slots, the callables, and the
+// threads that carry a run. A run (run.hpp) holds it alive while it goes, so
+// a Pipeline may be destroyed or moved with a submission in flight.
+// Host-only.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "chunk_gate.hpp"
+#include "executor.hpp"
+#include "slot_rings.hpp"
+#include "sluice/pipeline.hpp"
+#include "sluice/staging_pool.hpp"
+#include "sluice/worker_thread.hpp"
+#include "span_set.hpp"
+
+namespace sluice::detail {
+
+class PipelineCore {
+ public:
+  PipelineCore(PipelineOptions options, std::unique_ptr<Executor> executor);
+  ~PipelineCore();
+  PipelineCore(const PipelineCore&) = delete;
+  PipelineCore& operator=(const PipelineCore&) = delete;
+
+  const PipelineOptions& options() const { return options_; }
+  Executor& executor() { return *executor_; }
+  SpanSet& spans() { return spans_; }
+  const SpanSet& spans() const { return spans_; }
+  SlotRings& rings() { return rings_; }
+  ChunkGate& gate(std::size_t span) { return *gates_[span]; }
+
+  // Spans, callables, generations: the Pipeline's own calls (pipeline.cpp).
+  std::size_t add(SpanRecord span);
+  void clear_spans();
+  std::uint64_t generation() const { return generation_; }
+  const ComputeFn& compute_fn() const { return compute_fn_; }
+  const ChunkDoneFn& done_fn() const { return done_fn_; }
+  void set_compute(ComputeFn fn) { compute_fn_ = std::move(fn); }
+  void set_done(ChunkDoneFn fn) { done_fn_ = std::move(fn); }
+  bool ran() const { return ran_; }
+  void mark_ran() { ran_ = true; }
+
+  // One run at a time: claim() fails while one is in flight.
+  bool claim() {
+    bool idle = false;
+    return busy_.compare_exchange_strong(idle, true);
+  }
+  void release() { busy_.store(false); }
+  bool busy() const { return busy_.load(); }
+
+  StagingPool& staging_pool();
+  // One thread: page-locking of owned spans between runs, one at a time.
+  StagingPool& registrar();
+  WorkerThread& driver_thread();
+  WorkerThread& drain_thread();
+
+ private:
+  PipelineOptions options_;
+  std::unique_ptr<Executor> executor_;
+  SpanSet spans_;
+  std::vector<std::unique_ptr<ChunkGate>> gates_;  // one per span: sources and sinks that are not splittable
+  SlotRings rings_;
+  ComputeFn compute_fn_;
+  ChunkDoneFn done_fn_;
+  std::uint64_t generation_ = 0;
+  bool ran_ = false;  // spans were run since they were added: adding more is refused
+  std::atomic<bool> busy_{false};
+  std::unique_ptr<StagingPool> pool_, registrar_;
+  // Threads last: they are joined first, before what they use is freed.
+  std::unique_ptr<WorkerThread> driver_thread_, drain_thread_;
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,154 @@
+// The drain: chunks finished in order, their outputs staged out and
+// reported (run.hpp says who does what).
+#include <thread>
+
+#include "run.hpp"
+#include "sluice/file_io.hpp"
+#include "streaming_copy.hpp"
+
+namespace sluice::detail {
+
+void Run::drain() noexcept {
+  std::size_t chunk = 0;
+  try {
+    const auto binding = exec_.bind_thread();
+    for (; chunk < schedule_->chunk_count(); ++chunk) {
+      {
+        std::unique_lock lock(mutex_);
+        progress_.wait(lock, [&] { return failed_ || enqueued_ > chunk; });
+        if (failed_) break;
+      }
+      finish_chunk(chunk);
+    }
+  } catch (...) {
+    // Failures are recorded where they happen; anything else is the drain's own.
+    if (!has_failed()) fail(Failure::callback, chunk, "drain", std::current_exception());
+  }
+  // The last touch of this run: the waiter may destroy it as soon as it sees this.
+  drain_finished_.store(true, std::memory_order_release);
+}
+
+void Run::drive_and_drain() noexcept {
+  drive();
+  try {
+    const auto binding = exec_.bind_thread();
+    while (!has_failed() && drained_ < enqueued_) finish_chunk(drained_);
+  } catch (...) {
+    if (!has_failed()) fail(Failure::callback, drained_, "drain", std::current_exception());
+  }
+  drain_finished_.store(true, std::memory_order_release);
+}
+
+void Run::await_drained() {
+  if (mode_ != Mode::inline_drain) {
+    std::unique_lock lock(mutex_);
+    progress_.wait(lock, [&] { return failed_ || drained_ + 1 >= schedule_->chunk_count(); });
+  }
+  // The last chunk is moments away: poll, rather than sleep and wake late.
+  while (!drain_finished_.load(std::memory_order_acquire) || !driver_finished_.load(std::memory_order_acquire))
+    std::this_thread::yield();
+}
+
+void Run::finish_chunk(std::size_t chunk) {
+  // Sleeping between queries leaves the core to the staging threads; at the
+  // end of the run the wait only yields, so the run ends when its last copy
+  // does. (Spinning through the whole of a pinned run measured no faster.)
+  const OpStatus status = exec_.wait_done({chunk, Stage::d2h}, chunk < poll_from_ ? Pause::sleep : Pause::yield);
+  if (status.error) {
+    fail_from(status);
+    throw Stopped{};
+  }
+  if (timed_) record_device_intervals(chunk);
+  const Op op = schedule_->op(chunk, Stage::stage_out);
+  try {
+    exec_.host_started(op);
+  } catch (...) {
+    fail(Failure::device, chunk, "stage-out", std::current_exception());
+    throw Stopped{};
+  }
+  if (schedule_->stages_out()) stage_out(op);
+  if (const ChunkDoneFn& done = core_.done_fn()) {
+    try {
+      done(chunk, op.items);
+    } catch (...) {
+      fail(Failure::callback, chunk, "chunk done", std::current_exception());
+      throw Stopped{};
+    }
+  }
+  exec_.host_finished(op);
+  {
+    std::lock_guard lock(mutex_);
+    drained_ = chunk + 1;
+    if (drained_ == schedule_->chunk_count()) host_end_ms_ = host_ms(Clock::now());
+  }
+  progress_.notify_all();
+}
+
+void Run::record_device_intervals(std::size_t chunk) {
+  const Op h2d = schedule_->op(chunk, Stage::h2d), compute = schedule_->op(chunk, Stage::compute),
+           d2h = schedule_->op(chunk, Stage::d2h);
+  for (const Op* op : {&h2d, &compute, &d2h}) {
+    const OpTimes t = exec_.times(op->ref);
+    drain_intervals_.push_back({op->lane, chunk, t.start_ms, t.end_ms, op->bytes, static_cast<int>(op->stream)});
+  }
+}
+
+// Chunk by chunk, in order: a chunk's outputs start only after the previous
+// chunk's are complete, so a failure leaves nothing written past the last
+// finished chunk.
+void Run::stage_out(const Op& op) {
+  const std::size_t chunk = op.ref.chunk;
+  const ItemRange range = op.items;
+  const std::size_t ring = schedule_->slot(Ring::pinned_out, chunk);
+  const auto begin = Clock::now();
+  SpanSet& spans = core_.spans();
+  StagingPool& pool = core_.staging_pool();
+  std::vector<std::pair<std::size_t, StagingPool::Ticket>> jobs;
+  for (std::size_t k = 0; k < spans.size(); ++k) {
+    SpanRecord& s = spans[k];
+    if (!s.copied_out() || !s.host_pass()) continue;
+    const std::byte* pinned = core_.rings().pinned_out(k, ring);
+    const std::size_t bytes = range.size() * s.item_bytes;
+    if (s.path == HostPath::staged) {
+      std::byte* to = s.at(range.begin);
+      jobs.emplace_back(k, pool.submit(
+                               bytes, pool.piece_bytes_for(bytes),
+                               [to, pinned](std::size_t offset, std::size_t length) {
+                                 copy_streaming(to + offset, pinned + offset, length);
+                               },
+                               StagingPool::Priority::urgent));
+    } else if (s.sink->splittable()) {
+      Sink* sink = s.sink.get();
+      const std::size_t item_bytes = s.item_bytes;
+      const std::size_t piece = std::max(item_bytes, StagingPool::default_piece_bytes / item_bytes * item_bytes);
+      jobs.emplace_back(k, pool.submit(
+                               bytes, piece,
+                               [sink, pinned, range, item_bytes](std::size_t offset, std::size_t length) {
+                                 const std::size_t first = range.begin + offset / item_bytes;
+                                 sink->write({first, first + length / item_bytes}, {pinned + offset, length});
+                               },
+                               StagingPool::Priority::urgent));
+    } else {
+      Sink* sink = s.sink.get();
+      jobs.emplace_back(k, pool.submit(
+                               std::max<std::size_t>(bytes, 1), std::max<std::size_t>(bytes, 1),
+                               [sink, pinned, range, bytes](std::size_t, std::size_t) { sink->write(range, {pinned, bytes}); },
+                               StagingPool::Priority::urgent));
+    }
+  }
+  for (auto& [k, job] : jobs) {
+    try {
+      job->wait();
+    } catch (const IoError&) {
+      fail(Failure::io, chunk, "stage-out, " + spans[k].describe(k), std::current_exception());
+    } catch (...) {
+      fail(spans[k].path == HostPath::sink ? Failure::component : Failure::callback, chunk,
+           "stage-out, " + spans[k].describe(k), std::current_exception());
+    }
+  }
+  if (has_failed()) throw Stopped{};
+  if (core_.options().record && !jobs.empty())
+    drain_intervals_.push_back({Lane::stage_out, chunk, host_ms(begin), host_ms(Clock::now()), op.bytes, 0});
+}
+
+}  // namespace sluice::detail

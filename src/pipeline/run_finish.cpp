@@ -1,0 +1,161 @@
+// The end of a run: everything it started is waited for, sinks commit (or
+// are abandoned, leaving the previous output as it was), and the caller gets
+// the report or the failure, said in full.
+#include <algorithm>
+#include <stdexcept>
+
+#include "run.hpp"
+#include "sluice/file_io.hpp"
+
+namespace sluice::detail {
+
+namespace {
+
+// Union of the compute intervals: several compute streams may overlap.
+double compute_union_ms(std::vector<StageInterval> intervals) {
+  std::sort(intervals.begin(), intervals.end(),
+            [](const StageInterval& a, const StageInterval& b) { return a.start_ms < b.start_ms; });
+  double total = 0, end = -1e300;
+  for (const auto& i : intervals) {
+    if (i.lane != Lane::compute) continue;
+    const double start = std::max(i.start_ms, end);
+    if (i.end_ms > start) total += i.end_ms - start;
+    end = std::max(end, i.end_ms);
+  }
+  return total;
+}
+
+std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& err) {
+    try {
+      std::throw_with_nested(std::runtime_error(where + ": " + err.what()));
+    } catch (...) {
+      return std::current_exception();
+    }
+  } catch (...) {
+    return error;
+  }
+}
+
+}  // namespace
+
+// Sinks commit one after another, in span order. A sink that cannot commit
+// fails the run, and the sinks after it are abandoned with the rest.
+void Run::commit_sinks(std::size_t items_done) {
+  SpanSet& spans = core_.spans();
+  std::size_t committed = 0;
+  for (; committed < spans.size() && !failed_; ++committed) {
+    Sink* sink = spans[committed].sink.get();
+    if (!sink) continue;
+    try {
+      sink->commit();
+    } catch (const IoError&) {
+      fail(Failure::io, schedule_->chunk_count() - 1, "commit, " + spans[committed].describe(committed),
+           std::current_exception());
+    } catch (...) {
+      fail(Failure::component, schedule_->chunk_count() - 1, "commit, " + spans[committed].describe(committed),
+           std::current_exception());
+    }
+  }
+  if (!failed_) return;
+  for (std::size_t k = committed; k < spans.size(); ++k)
+    if (spans[k].sink) spans[k].sink->abandon(items_done);
+}
+
+RunReport Run::finish() {
+  const Schedule& s = *schedule_;
+  const std::size_t n = s.chunk_count();
+  // Staging work submitted ahead of a failure still reads and writes the
+  // pinned slots: it ends before the slots can be used again.
+  for (auto& ring : stage_in_jobs_)
+    for (auto& job : ring)
+      if (job) try {
+          job->wait();
+        } catch (...) {
+        }
+  const auto binding = exec_.bind_thread();
+  if (std::exception_ptr error = exec_.synchronize(); error && !failed_)
+    fail(Failure::device, n > 0 ? n - 1 : 0, "finish", error);
+  const std::size_t items_done = drained_ > 0 ? s.plan().chunk(drained_ - 1).end : 0;
+  commit_sinks(items_done);
+  core_.spans().after_run(!failed_, exec_, core_.registrar());
+
+  std::exception_ptr outcome;
+  RunReport report;
+  if (failed_) {
+    const std::string where = n == 0 ? failed_stage_
+                                     : chunk_text(failed_chunk_) + ", stage " + failed_stage_ + " (the run stopped with " +
+                                           std::to_string(drained_) + " of " + std::to_string(n) + " chunks finished)";
+    switch (failure_) {
+      case Failure::callback: outcome = error_; break;
+      case Failure::device:
+        outcome = exec_.with_context(error_, where);
+        if (!outcome) outcome = nested(where, error_);
+        break;
+      case Failure::io:
+        try {
+          std::rethrow_exception(error_);
+        } catch (const IoError& err) {
+          outcome = std::make_exception_ptr(IoError(err, where));
+        } catch (...) {
+          outcome = nested(where, error_);
+        }
+        break;
+      default: outcome = nested(where, error_); break;
+    }
+  } else {
+    report.item_count = s.plan().item_count();
+    report.chunk_items = s.plan().chunk_items();
+    report.chunk_count = n;
+    report.depth = s.depth();
+    report.compute_streams = s.compute_streams();
+    report.notes = std::move(notes_);
+    report.device_bytes_allocated = allocated_.device;
+    report.pinned_bytes_allocated = allocated_.pinned;
+    for (const auto& span : core_.spans()) {
+      const auto bytes = static_cast<double>(span.bytes());
+      if (span.copied_in()) report.volume.h2d_bytes += bytes;
+      if (span.copied_out()) report.volume.d2h_bytes += bytes;
+      if (span.path == HostPath::staged && span.copied_in()) report.volume.staged_in_bytes += bytes;
+      if (span.path == HostPath::staged && span.copied_out()) report.volume.staged_out_bytes += bytes;
+      if (span.path == HostPath::source) report.volume.read_bytes += bytes;
+      if (span.path == HostPath::sink) report.volume.written_bytes += bytes;
+    }
+    // Device work ends at the finish mark; staged outputs land on the host a little later.
+    const double device_ms = n > 0 ? exec_.run_ms() : 0.0;
+    report.wall_ms = std::max(device_ms, host_end_ms_);
+    if (timed_ && n > 0) {
+      report.volume.kernel_ms = compute_union_ms(drain_intervals_);
+      // The device's origin is marked as the run starts, when its streams are
+      // idle: it stands for the host's origin within a few microseconds.
+      const OpTimes first = exec_.times({0, s.in_item_bytes() > 0 ? Stage::h2d : Stage::compute});
+      const OpTimes last = exec_.times({n - 1, s.out_item_bytes() > 0 ? Stage::d2h : Stage::compute});
+      report.overhead.start_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count() + first.start_ms;
+      report.overhead.end_ms = std::max(0.0, host_ms(Clock::now()) - last.end_ms);
+      report.overhead.host_us_per_chunk = driver_busy_ms_ * 1000.0 / static_cast<double>(n);
+    }
+    if (core_.options().record) {
+      report.intervals = std::move(driver_intervals_);
+      report.intervals.insert(report.intervals.end(), drain_intervals_.begin(), drain_intervals_.end());
+      std::sort(report.intervals.begin(), report.intervals.end(),
+                [](const StageInterval& a, const StageInterval& b) { return a.start_ms < b.start_ms; });
+    }
+    if (core_.options().report_bound && n > 0) {
+      const bool staged = report.volume.staged_in_bytes > 0 || report.volume.staged_out_bytes > 0;
+      try {
+        if (const auto rates = exec_.rates(staged, core_.staging_pool())) report.bound = compute_bound(report.volume, *rates);
+      } catch (...) {
+        outcome = std::current_exception();
+      }
+    }
+  }
+  // The pipeline is free for the next run only now: nothing above may see
+  // another thread's clear_spans() or a new run.
+  core_.release();
+  if (outcome) std::rethrow_exception(outcome);
+  return report;
+}
+
+}  // namespace sluice::detail

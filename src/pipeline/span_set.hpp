@@ -1,0 +1,109 @@
+#pragma once
+// A pipeline's spans: what each is, checks before any work, and how each
+// one's bytes travel this run (HostMemoryPolicy). Host-only.
+//
+// Memory the caller lends (a std::vector, a span) is never left page-locked
+// after a run: the caller may free it the moment run() returns, and memory
+// the driver still calls page-locked would make every later copy from those
+// addresses, sluice's or anyone's, read the old pages. Page-locking that
+// outlives a run is only done to memory whose owner the pipeline holds (a
+// Python array), or by the caller, who holds the registration
+// (sluice::HostRegistration) and so decides its lifetime.
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "executor.hpp"
+#include "sluice/pipeline_options.hpp"
+#include "sluice/schedule.hpp"
+#include "sluice/source.hpp"
+#include "sluice/staging_pool.hpp"
+
+namespace sluice::detail {
+
+// Page-locking of one span, possibly done on a background thread between runs.
+class SpanLock {
+ public:
+  SpanLock() = default;
+  ~SpanLock();  // waits for a background lock, then unlocks
+  SpanLock(const SpanLock&) = delete;
+  SpanLock& operator=(const SpanLock&) = delete;
+
+  // Locks now. Throws when the executor refuses.
+  void lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only);
+  // Queues the lock on `registrar` (one thread); a failure is kept, not thrown.
+  void lock_in_background(Executor& executor, StagingPool& registrar, void* data, std::size_t bytes, bool read_only);
+  // Until a background lock has finished (successfully or not).
+  void wait() const;
+  bool complete() const { return complete_.load(); }
+  std::string failure() const;
+
+ private:
+  std::unique_ptr<HostLock> lock_;
+  StagingPool::Ticket background_;
+  std::atomic<bool> complete_{false};
+  mutable std::mutex mutex_;
+  std::string failure_;
+};
+
+struct SpanRecord {
+  SpanRole role = SpanRole::input;
+  std::size_t item_bytes = 0;
+  std::size_t items = 0;
+  std::byte* host = nullptr;       // host memory spans
+  std::shared_ptr<Source> source;  // or a source (inputs)
+  std::shared_ptr<Sink> sink;      // or a sink (outputs)
+  // The memory's owner, held by the pipeline (a language binding's array):
+  // only such memory may stay page-locked between runs.
+  std::shared_ptr<const void> owner;
+
+  // Decided per run (SpanSet::classify):
+  HostPath path = HostPath::direct;
+  std::vector<MemoryExtent> extents;  // direct: where copies must be cut
+  std::unique_ptr<SpanLock> kept_lock;  // automatic, owned memory: kept until rebind or clear
+  std::unique_ptr<SpanLock> run_lock;   // register_memory: this run only
+  bool lock_after_run = false;          // automatic, owned memory: staged this run, locked once it ends
+
+  bool copied_in() const { return role != SpanRole::output; }
+  bool copied_out() const { return role != SpanRole::input; }
+  bool host_pass() const { return path != HostPath::direct; }
+  std::size_t bytes() const { return items * item_bytes; }
+  std::byte* at(std::size_t item) const { return host + item * item_bytes; }
+  SpanShape shape() const { return {role, path, item_bytes}; }
+  std::string describe(std::size_t index) const;
+};
+
+class SpanSet {
+ public:
+  std::size_t add(SpanRecord span);
+  // Points a host span at other memory; its locks go (they were for the old memory).
+  void rebind(std::size_t index, const void* data, std::size_t items, bool writable);
+  void clear() { spans_.clear(); }
+
+  std::size_t size() const { return spans_.size(); }
+  bool empty() const { return spans_.empty(); }
+  SpanRecord& operator[](std::size_t k) { return spans_[k]; }
+  const SpanRecord& operator[](std::size_t k) const { return spans_[k]; }
+  auto begin() { return spans_.begin(); }
+  auto end() { return spans_.end(); }
+  auto begin() const { return spans_.begin(); }
+  auto end() const { return spans_.end(); }
+  std::size_t item_count() const { return spans_.empty() ? 0 : spans_.front().items; }
+
+  // Throws std::invalid_argument before any work: no spans, mismatched item
+  // counts, null memory, overlapping spans where one is written.
+  void validate() const;
+  // Decides each span's path for this run; says in `notes` what it decided on its own.
+  std::vector<SpanShape> classify(HostMemoryPolicy policy, Executor& executor, std::vector<std::string>& notes);
+  // After a run: register_memory's locks end; automatic locks owned memory
+  // that this run staged, in the background, for the next run.
+  void after_run(bool succeeded, Executor& executor, StagingPool& registrar);
+
+ private:
+  std::vector<SpanRecord> spans_;
+};
+
+}  // namespace sluice::detail
