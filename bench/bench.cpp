@@ -36,10 +36,9 @@ ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, co
   in.rates = model_rates(c, staged);
   in.fixed = result.fixed;
   in.kernel.ms_per_item = c.bound.kernel_ms / static_cast<double>(std::max<std::size_t>(problem.items(), 1));
-  in = with_setting(in, options, problem.items(), sizeof(float));
-  in.in_item_bytes = sizeof(float) * problem.workload().input_count();
-  in.out_item_bytes = sizeof(float);
-  in.staged_in = in.staged_out = staged;
+  in.spans = array_spans(static_cast<unsigned>(problem.workload().input_count()), 1, sizeof(float), staged);
+  in.items = problem.items();
+  in.options = options;
   return in;
 }
 
@@ -73,7 +72,9 @@ void detail::settle_bounds(BenchResult& result) {
     row.bound_term = bound.limiter;
     row.efficiency = efficiency(bound.ms, row.ms.median);
     if (row.model_input) {
-      row.model_input->rates = model_rates(*c, row.model_input->staged_in || row.model_input->staged_out);
+      const bool staged = std::any_of(row.model_input->spans.begin(), row.model_input->spans.end(),
+                                      [](const SpanShape& span) { return span.host_pass(); });
+      row.model_input->rates = model_rates(*c, staged);
       row.model_ms = predict(*row.model_input).ms;
     }
   }

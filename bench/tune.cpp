@@ -92,11 +92,10 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       base.rates = o.pageable ? staging_beside_copies(bound.staged_volume, bound.rates) : bound.rates;
       base.fixed = fixed;
       base.kernel.ms_per_item = bound.kernel_ms / static_cast<double>(items);
-      base.in_item_bytes = sizeof(float) * w.input_count();
-      base.out_item_bytes = sizeof(float);
-      base.staged_in = base.staged_out = o.pageable;
-      for (auto& point : c.sweep) point.model_ms = predict(with_setting(base, point.options, items, sizeof(float))).ms;
-      const ModelChoice pick = choose_with_model(base, items, sizeof(float));
+      base.spans = array_spans(static_cast<unsigned>(w.input_count()), 1, sizeof(float), o.pageable);
+      base.items = items;
+      for (auto& point : c.sweep) point.model_ms = predict(with_setting(base, point.options)).ms;
+      const ModelChoice pick = choose_with_model(base);
       c.model_label = describe(pick.options, sizeof(float));
       for (const auto& point : c.sweep)
         if (point.label == c.model_label) c.model_pick_ms = point.row.ms.median;

@@ -42,7 +42,7 @@ class MultiPipeline {
   // Throws std::invalid_argument for no device or one that does not exist.
   explicit MultiPipeline(std::vector<int> devices, PipelineOptions options = {});
   // One part per host executor (a part's device reads -1 in the report).
-  MultiPipeline(std::vector<HostExecutor> parts, PipelineOptions options = {});
+  static MultiPipeline on_host(std::vector<HostExecutor> parts, PipelineOptions options = {});
   ~MultiPipeline();
   MultiPipeline(MultiPipeline&&) noexcept;
   MultiPipeline& operator=(MultiPipeline&&) noexcept;
@@ -69,6 +69,8 @@ class MultiPipeline {
   MultiReport run();
 
  private:
+  struct OnHost {};
+  MultiPipeline(OnHost, std::vector<HostExecutor> parts, PipelineOptions options);
   struct Span {
     std::byte* data;
     std::size_t items, item_bytes;

@@ -165,7 +165,7 @@ class Pipeline:
         item_bytes = view.itemsize
         for extent in view.shape[1:]:
             item_bytes *= extent
-        index = self._core.add_host(view.__array_interface__["data"][0], view.shape[0], item_bytes, role)
+        index = self._core.add_host(view.__array_interface__["data"][0], view.shape[0], item_bytes, role, view)
         handle = Handle(index, view.dtype, view.shape[1:], role)
         self._handles.append(handle)
         self._arrays.append((view, owner))  # the memory stays alive as long as the span
@@ -186,7 +186,7 @@ class Pipeline:
         if view.dtype != handle.dtype or view.shape[1:] != handle.item_shape:
             raise ValueError(f"rebind needs items of {handle.dtype} x {handle.item_shape}, not "
                              f"{view.dtype} x {view.shape[1:]}")
-        self._core.rebind(handle.index, view.__array_interface__["data"][0], view.shape[0])
+        self._core.rebind(handle.index, view.__array_interface__["data"][0], view.shape[0], view)
         self._arrays[handle.index] = (view, owner)
         self._views.clear()
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "dlpack.hpp"
+#include "pipeline/pipeline_access.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file_io.hpp"
@@ -34,6 +35,12 @@ std::shared_ptr<py::object> hold_with_gil(py::object o) {
             py::gil_scoped_acquire gil;
             delete p;
           }};
+}
+
+// The memory's owner as the pipeline holds it; none for None.
+std::shared_ptr<const void> owner_of(py::object owner) {
+  if (owner.is_none()) return nullptr;
+  return hold_with_gil(std::move(owner));
 }
 
 // What the compute callable is given of a chunk, before the Python side makes tensors of it.
@@ -140,14 +147,21 @@ void bind_pipeline(py::module_& m) {
            py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"), py::arg("record"),
            py::arg("report_bound"), py::arg("device"))
       .def_property_readonly("device", &Pipeline::device)
+      // `owner` (the array) is held by the span for as long as it refers to
+      // the memory: so the automatic policy may keep that memory page-locked.
       .def("add_host",
-           [](Pipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role) {
-             return p.add_host(reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
-           })
+           [](Pipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role,
+              py::object owner) {
+             return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes,
+                                                     role_of(role), owner_of(std::move(owner)));
+           },
+           py::arg("data"), py::arg("items"), py::arg("item_bytes"), py::arg("role"), py::arg("owner") = py::none())
       .def("rebind",
-           [](Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items) {
-             p.rebind_host(span, reinterpret_cast<const void*>(data), items);
-           })
+           [](Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items, py::object owner) {
+             detail::PipelineAccess::rebind_host(p, span, reinterpret_cast<const void*>(data), items,
+                                                 owner_of(std::move(owner)));
+           },
+           py::arg("span"), py::arg("data"), py::arg("items"), py::arg("owner") = py::none())
       .def("compute",
            [](Pipeline& p, py::object fn) {
              auto held = hold_with_gil(std::move(fn));

@@ -1,6 +1,7 @@
 #include "sluice/stream.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -12,22 +13,22 @@
 namespace sluice {
 
 void StreamView::synchronize() const {
-  SLUICE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  SLUICE_CUDA_CHECK(cudaStreamSynchronize(get()));
   rethrow_host_fn_error(*this);
 }
 
 bool StreamView::ready() const {
-  const cudaError_t code = cudaStreamQuery(stream_);
+  const cudaError_t code = cudaStreamQuery(get());
   if (code == cudaErrorNotReady) return false;
   SLUICE_CUDA_CHECK(code);
   return true;
 }
 
-void StreamView::wait(const Event& event) const { SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_, event.get(), 0)); }
+void StreamView::wait(const Event& event) const { SLUICE_CUDA_CHECK(cudaStreamWaitEvent(get(), event.get(), 0)); }
 
 int StreamView::priority() const {
   int priority = 0;
-  SLUICE_CUDA_CHECK(cudaStreamGetPriority(stream_, &priority));
+  SLUICE_CUDA_CHECK(cudaStreamGetPriority(get(), &priority));
   return priority;
 }
 

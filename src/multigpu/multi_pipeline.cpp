@@ -15,7 +15,11 @@ namespace sluice {
 
 using detail::PipelineAccess;
 
-MultiPipeline::MultiPipeline(std::vector<HostExecutor> parts, PipelineOptions options)
+MultiPipeline MultiPipeline::on_host(std::vector<HostExecutor> parts, PipelineOptions options) {
+  return MultiPipeline(OnHost{}, std::move(parts), options);
+}
+
+MultiPipeline::MultiPipeline(OnHost, std::vector<HostExecutor> parts, PipelineOptions options)
     : options_(options), generation_(detail::new_span_generation()) {
   if (parts.empty()) throw std::invalid_argument("MultiPipeline: no part");
   devices_.assign(parts.size(), -1);

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "pipeline/pipeline_access.hpp"
 #include "pipeline_test.hpp"
 #include "sluice/device_buffer.hpp"
 #include "sluice/error.hpp"
@@ -218,8 +219,8 @@ TEST_F(PipelineTest, PositionalAccessForBindingsIsChecked) {
   const auto in = pattern(2048);
   std::vector<float> out(in.size(), std::nanf(""));
   Pipeline p;
-  const std::size_t x = p.add_host(in.data(), in.size(), sizeof(float), sluice::SpanRole::input);
-  const std::size_t y = p.add_host(out.data(), out.size(), sizeof(float), sluice::SpanRole::output);
+  const std::size_t x = sluice::detail::PipelineAccess::add_host(p, in.data(), in.size(), sizeof(float), sluice::SpanRole::input);
+  const std::size_t y = sluice::detail::PipelineAccess::add_host(p, out.data(), out.size(), sizeof(float), sluice::SpanRole::output);
   p.compute([x, y](const Chunk& c) {
     ASSERT_EQ(c.slots.size(), 2u);
     launch_affine(c.stream, c.device<float>(x), c.device<float>(y), c.size(), 2.0f, 1.0f);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pipeline_test.hpp"
+#include "sluice/model.hpp"
 #include "sluice/chunking.hpp"
 #include "sluice/error.hpp"
 #include "sluice/host_registration.hpp"
@@ -110,6 +111,16 @@ TEST_F(PipelineTest, EveryHostPolicyGivesTheBytesPinnedMemoryGives) {
   }
 }
 
+namespace {
+// The pinned stage-in slots the schedule gives a run staged both ways in chunks of `chunk_bytes`.
+std::size_t stage_in_ring(std::size_t chunk_bytes) {
+  PipelineOptions o;
+  o.chunk_items = chunk_bytes / sizeof(float);
+  const auto s = sluice::plan_schedule(o, sluice::array_spans(1, 1, sizeof(float), true), 64 * o.chunk_items);
+  return s.ring_size(sluice::Ring::pinned_in);
+}
+}  // namespace
+
 TEST_F(PipelineTest, StagingBothWaysPicksItsOwnDefaultChunks) {
   const std::size_t n = std::size_t{8} << 20;  // 32 MiB of floats per span
   std::vector<float> in = pattern(n), out(n, std::nanf(""));
@@ -121,10 +132,10 @@ TEST_F(PipelineTest, StagingBothWaysPicksItsOwnDefaultChunks) {
   const std::size_t chunk = sluice::default_chunking(n, sizeof(float), true).chunk_items;
   EXPECT_EQ(report.chunk_items, chunk);
   EXPECT_TRUE(is_affine(in, out));
-  // Pinned slots: stage_in_slots of them on the way in, depth + 1 on the way out.
+  // Pinned slots: the schedule's stage-in ring on the way in, depth + 1 on the way out.
   const std::size_t chunk_bytes = chunk * sizeof(float);
-  EXPECT_EQ(report.pinned_bytes_allocated, (sluice::stage_in_slots(chunk_bytes) + o.depth + 1) * chunk_bytes);
-  EXPECT_GT(sluice::stage_in_slots(chunk_bytes), 3u);  // else the count tells nothing
+  EXPECT_EQ(report.pinned_bytes_allocated, (stage_in_ring(chunk_bytes) + o.depth + 1) * chunk_bytes);
+  EXPECT_GT(stage_in_ring(chunk_bytes), 3u);  // else the count tells nothing
 
   // Pinned both ways, or staged only on the way in: the usual sizes.
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);

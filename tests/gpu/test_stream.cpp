@@ -60,3 +60,7 @@ TEST_F(StreamTest, ViewComparesByHandle) {
   EXPECT_FALSE(a.view() == b.view());
   EXPECT_EQ(StreamView().get(), cudaStreamPerThread);
 }
+
+// stream_view.hpp spells the per-thread stream's handle out (it includes no
+// CUDA header): it must be the runtime's. Needs no device.
+TEST(StreamViewHandle, TheDefaultIsThePerThreadStream) { EXPECT_EQ(sluice::StreamView().get(), cudaStreamPerThread); }

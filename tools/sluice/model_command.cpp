@@ -11,6 +11,7 @@
 #include "probe_report.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/model.hpp"
+#include "sluice/schedule.hpp"
 #include "sluice/tuner.hpp"
 #include "trace_output.hpp"
 
@@ -24,6 +25,7 @@ Action add_model_command(CLI::App& app) {
     unsigned inputs = 1, outputs = 1;
     double kernel_ms = 0;
     bool pageable = false;
+    bool schedule = false;
     std::string chunk, first;
     std::size_t depth = 4;
     TraceOutput traces;
@@ -38,6 +40,7 @@ Action add_model_command(CLI::App& app) {
   cmd->add_option("--chunk", args->chunk, "largest chunk (default: the pipeline's default)");
   cmd->add_option("--first", args->first, "first chunk of the ramp (default: the pipeline's default)");
   cmd->add_option("--depth", args->depth, "device slots per span")->capture_default_str();
+  cmd->add_flag("--schedule", args->schedule, "print the run's schedule: every chunk's operations, slots and edges");
   args->traces.add_options(*cmd);
   return [args] {
     std::ifstream file(args->probe);
@@ -52,14 +55,13 @@ Action add_model_command(CLI::App& app) {
     in.rates = tools::engine_rates_of(probe);
     in.fixed = tools::fixed_costs_of(probe);
     in.kernel.ms_per_item = items > 0 ? args->kernel_ms / static_cast<double>(items) : 0;
-    in.in_item_bytes = item_bytes * args->inputs;
-    in.out_item_bytes = item_bytes * args->outputs;
-    in.staged_in = in.staged_out = args->pageable;
-    PipelineOptions options;
+    in.spans = array_spans(args->inputs, args->outputs, item_bytes, args->pageable);
+    in.items = items;
+    PipelineOptions& options = in.options;
     if (!args->chunk.empty()) options.chunk_items = parse_bytes(args->chunk) / item_bytes;
     if (!args->first.empty()) options.first_chunk_items = parse_bytes(args->first) / item_bytes;
     options.depth = args->depth;
-    in = with_setting(in, options, items, item_bytes);
+    const Schedule schedule = plan_schedule(options, in.spans, items);
     const Prediction p = predict(in);
     RunVolume volume;
     volume.h2d_bytes = static_cast<double>(bytes) * args->inputs;
@@ -70,14 +72,15 @@ Action add_model_command(CLI::App& app) {
     }
     volume.kernel_ms = args->kernel_ms;
     const Bound bound = compute_bound(volume, in.rates);
-    const ModelChoice best = choose_with_model(in, items, item_bytes);
+    const ModelChoice best = choose_with_model(in);
     std::printf("%s", fmt::format("{} x {} in, {} out, kernel {:.3f} ms, {}, on {} (from {})\n", format_bytes(bytes),
                                   args->inputs, args->outputs, args->kernel_ms, args->pageable ? "pageable" : "pinned",
                                   probe.device.name, args->probe)
                           .c_str());
-    std::printf("%s", fmt::format("plan: {} chunks, largest {}, depth {}\n", in.plan.chunk_count(),
-                                  format_bytes(in.plan.chunk_items() * item_bytes), options.depth)
+    std::printf("%s", fmt::format("plan: {} chunks, largest {}, depth {}\n", schedule.chunk_count(),
+                                  format_bytes(schedule.plan().chunk_items() * item_bytes), options.depth)
                           .c_str());
+    if (args->schedule) std::printf("%s", explain(schedule).c_str());
     std::printf("%s", fmt::format("predicted: {:.3f} ms; bound {:.3f} ms ({}); predicted efficiency {:.3f}; busiest lane: {}\n",
                                   p.ms, bound.ms, bound.limiter, efficiency(bound.ms, p.ms), p.busiest)
                           .c_str());
