@@ -1,4 +1,4 @@
-// The end of a run: everything it started is waited for, sinks are closed,
+// The end of a run: everything it started is waited for, sinks commit or are abandoned,
 // and the caller gets the report or the failure, said in full.
 #include <algorithm>
 #include <stdexcept>
@@ -53,11 +53,22 @@ RunReport Submission::State::finish() {
            std::make_exception_ptr(CudaError(stream_error, "cudaStreamSynchronize at the end of the run", __FILE__, __LINE__)));
   }
   const std::size_t items_done = drained > 0 ? plan.chunk(drained - 1).end : 0;
-  for (auto& s : e.spans)
-    if (s.sink) try {
-        s.sink->end_run(!failed, items_done);
+  // Sinks commit in span order; one that cannot fails the run, and it and the rest are abandoned.
+  for (std::size_t k = 0; k < e.spans.size(); ++k) {
+    Sink* sink = e.spans[k].sink.get();
+    if (!sink) continue;
+    if (!failed) try {
+        sink->commit();
+        continue;
+      } catch (const IoError&) {
+        fail(Failure::io, plan.chunk_count() > 0 ? plan.chunk_count() - 1 : 0, "commit, " + e.spans[k].describe(k),
+             std::current_exception());
       } catch (...) {
+        fail(Failure::component, plan.chunk_count() > 0 ? plan.chunk_count() - 1 : 0, "commit, " + e.spans[k].describe(k),
+             std::current_exception());
       }
+    sink->abandon(items_done);
+  }
   e.slots_filled = !failed && plan.chunk_count() > 0;
   // The automatic policy registers what this run staged, now that it is over.
   for (auto& s : e.spans)

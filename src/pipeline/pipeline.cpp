@@ -229,6 +229,7 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
   if (!e.busy.compare_exchange_strong(idle, true))
     throw std::logic_error("this pipeline is already running; wait for it or use a second pipeline");
   std::unique_ptr<Submission::State> state;
+  std::vector<Sink*> begun;  // sinks whose run has begun: abandoned if the run does not start
   try {
     const DeviceScope scope(e.device);
     e.validate();
@@ -236,10 +237,14 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
     e.classify_spans(notes);
     ChunkPlan plan = e.plan_chunks(e.spans.front().items);
     const Engine::Allocated allocated = e.prepare(plan.chunk_items());
-    for (auto& s : e.spans) {
+    // Sources first: they change nothing, so a source that refuses leaves no sink to undo.
+    for (auto& s : e.spans)
       if (s.source) s.source->begin_run();
-      if (s.sink) s.sink->begin_run();
-    }
+    for (auto& s : e.spans)
+      if (s.sink) {
+        s.sink->begin_run();
+        begun.push_back(s.sink.get());
+      }
     for (auto& gate : e.gates) gate->reset(0);
     e.last_plan = plan;
     state = std::make_unique<Submission::State>(engine_, std::move(plan), caller);
@@ -264,6 +269,7 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
     }
     e.ran = true;
   } catch (...) {
+    for (Sink* sink : begun) sink->abandon(0);
     e.busy = false;
     throw;
   }
