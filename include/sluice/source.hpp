@@ -11,9 +11,18 @@
 // sink is called for pieces of a chunk at once, from several threads (the
 // file source and sink are); any other is called once per chunk, one call at
 // a time, in chunk order. A sink always sees chunks in order, and a chunk's
-// write starts only once the previous chunk's has finished, so when a run
-// fails, nothing past the last finished chunk has been written.
+// write starts only once the previous chunk's has finished.
+//
+// A run is a transaction for its sinks: every sink's begin_run() comes before
+// the first chunk is written, and the run ends in commit() on every sink when
+// every chunk was written, or in abandon() when the run failed or was refused.
+// A sink changes what a reader of its output sees only at commit(), so that a
+// run that fails, is refused or is killed leaves the previous output as it
+// was: the file sink writes a new file beside its target and renames it over
+// the target once the new file is complete and synced.
 #include <cstddef>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <span>
@@ -45,21 +54,32 @@ class Sink {
   virtual ~Sink() = default;
   virtual std::size_t item_count() const = 0;
   virtual std::size_t item_bytes() const = 0;
+  // For messages: "file out.f32", "consumer".
   virtual std::string name() const = 0;
   virtual bool splittable() const { return false; }
+  // Before a run's first chunk, called for every sink of the run before any chunk is written:
+  // get ready to take the run's items without changing what a reader of the output sees (a file
+  // sink creates its new file beside the target). Throws to refuse the run.
   virtual void begin_run() {}
   // Takes the items of `range` from `pinned`, which is reused once this returns.
   virtual void write(ItemRange range, std::span<const std::byte> pinned) = 0;
-  // After the run: `items_done` items (a prefix) were written completely;
-  // `completed` is false when the run failed. A file sink cuts the file there.
-  virtual void end_run(bool /*completed*/, std::size_t /*items_done*/) {}
-  virtual void commit() { end_run(true, item_count()); }
-  virtual void abandon(std::size_t items_done) noexcept {
-    try {
-      end_run(false, items_done);
-    } catch (...) {
-    }
-  }
+  // After every chunk was written: make the run's output what readers see (a file sink syncs its
+  // new file, renames it over the target, syncs the directory). Throws (IoError for files) when it
+  // cannot: the run then fails, and the previous output must still be there. The engine then
+  // abandons this sink and those not yet committed; sinks that committed before it stay
+  // committed (a run's outputs are replaced one by one, not all at once).
+  virtual void commit() {}
+  // The run failed, or was refused after begin_run: put things back as they were before begin_run
+  // (a file sink removes its new file). `items_done` items (a prefix, in chunk order) had been
+  // written. Must not throw (report what it could not undo on stderr).
+  virtual void abandon(std::size_t /*items_done*/) noexcept {}
+};
+
+// What a consumer is told about the end of its run; either may be left empty. `abandon` must not
+// throw: what it throws is reported on stderr and dropped, as the run's own failure comes first.
+struct ConsumerRunEnd {
+  std::function<void()> commit = nullptr;               // every item was consumed: the results are final
+  std::function<void(std::size_t items_done)> abandon = nullptr;  // the run failed: only the first `items_done` count
 };
 
 // Typed handles for Pipeline::input/output: the item type travels with them.
@@ -93,17 +113,32 @@ class ProducerSource final : public Source {
 template <typename T, typename Fn>
 class ConsumerSink final : public Sink {
  public:
-  ConsumerSink(std::size_t items, Fn fn, std::string name) : items_(items), fn_(std::move(fn)), name_(std::move(name)) {}
+  ConsumerSink(std::size_t items, Fn fn, ConsumerRunEnd end, std::string name)
+      : items_(items), fn_(std::move(fn)), end_(std::move(end)), name_(std::move(name)) {}
   std::size_t item_count() const override { return items_; }
   std::size_t item_bytes() const override { return sizeof(T); }
   std::string name() const override { return name_; }
   void write(ItemRange range, std::span<const std::byte> pinned) override {
     fn_(range, std::span<const T>(reinterpret_cast<const T*>(pinned.data()), range.size()));
   }
+  void commit() override {
+    if (end_.commit) end_.commit();
+  }
+  void abandon(std::size_t items_done) noexcept override {
+    if (!end_.abandon) return;
+    try {
+      end_.abandon(items_done);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluice: %s: abandoning a failed run threw: %s\n", name_.c_str(), e.what());
+    } catch (...) {
+      std::fprintf(stderr, "sluice: %s: abandoning a failed run threw\n", name_.c_str());
+    }
+  }
 
  private:
   std::size_t items_;
   Fn fn_;
+  ConsumerRunEnd end_;
   std::string name_;
 };
 }  // namespace detail
@@ -116,12 +151,18 @@ SourceOf<T> produce(std::size_t items, Fn fn, std::string name = "producer") {
   return {std::make_shared<detail::ProducerSource<T, Fn>>(items, std::move(fn), std::move(name))};
 }
 
-// `fn(ItemRange range, std::span<const T> items)` takes the range's results.
+// `fn(ItemRange range, std::span<const T> items)` takes the range's results;
+// `end` hears whether the run committed them or abandoned them.
 template <typename T, typename Fn>
-SinkOf<T> consume(std::size_t items, Fn fn, std::string name = "consumer") {
+SinkOf<T> consume(std::size_t items, Fn fn, ConsumerRunEnd end, std::string name = "consumer") {
   static_assert(std::is_trivially_copyable_v<T>, "a sink's items must be trivially copyable");
   static_assert(std::is_invocable_v<Fn&, ItemRange, std::span<const T>>, "consume: fn(ItemRange, std::span<const T>)");
-  return {std::make_shared<detail::ConsumerSink<T, Fn>>(items, std::move(fn), std::move(name))};
+  return {std::make_shared<detail::ConsumerSink<T, Fn>>(items, std::move(fn), std::move(end), std::move(name))};
+}
+
+template <typename T, typename Fn>
+SinkOf<T> consume(std::size_t items, Fn fn, std::string name = "consumer") {
+  return consume<T>(items, std::move(fn), ConsumerRunEnd{}, std::move(name));
 }
 
 }  // namespace sluice

@@ -2,11 +2,14 @@
 // pinned slots, in order, and failures that stop the run cleanly.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeline_test.hpp"
@@ -42,7 +45,39 @@ class SourceTest : public PipelineTest {
     std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
     return v;
   }
+  // The names in the test's directory other than `expected`: files a run left behind.
+  std::vector<std::string> left_behind(const std::vector<std::string>& expected) {
+    std::vector<std::string> extra;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      const std::string name = entry.path().filename().string();
+      if (std::find(expected.begin(), expected.end(), name) == expected.end()) extra.push_back(name);
+    }
+    return extra;
+  }
   std::filesystem::path dir_;
+};
+
+// A sink whose begin_run or commit fails, and that remembers how its run ended.
+class FailingSink final : public sluice::Sink {
+ public:
+  enum class FailsAt { begin_run, commit };
+  FailingSink(std::size_t items, FailsAt at) : items_(items), at_(at) {}
+  std::size_t item_count() const override { return items_; }
+  std::size_t item_bytes() const override { return sizeof(float); }
+  std::string name() const override { return "failing sink"; }
+  void begin_run() override {
+    if (at_ == FailsAt::begin_run) throw sluice::IoError("/no/disk/out.f32", 0, "the disk went away");
+  }
+  void write(ItemRange, std::span<const std::byte>) override {}
+  void commit() override {
+    if (at_ == FailsAt::commit) throw sluice::IoError("/no/disk/out.f32", 0, "the disk went away");
+  }
+  void abandon(std::size_t items_done) noexcept override { abandoned = items_done; }
+  std::optional<std::size_t> abandoned;
+
+ private:
+  std::size_t items_;
+  FailsAt at_;
 };
 
 // Truncates its file when asked for chunk `at`: a file that shrinks under a run.
@@ -109,12 +144,18 @@ TEST_F(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
     for (std::size_t i = 0; i < items.size(); ++i) items[i] = static_cast<float>(r.begin + i);
     --inside;
   }));
-  const auto y = p.output(sluice::consume<float>(n, [&](ItemRange r, std::span<const float> items) {
-    consumed.push_back(r.begin);
-    std::copy(items.begin(), items.end(), results.begin() + static_cast<std::ptrdiff_t>(r.begin));
-  }));
+  int commits = 0, abandons = 0;
+  const auto y = p.output(sluice::consume<float>(
+      n,
+      [&](ItemRange r, std::span<const float> items) {
+        consumed.push_back(r.begin);
+        std::copy(items.begin(), items.end(), results.begin() + static_cast<std::ptrdiff_t>(r.begin));
+      },
+      {.commit = [&] { ++commits; }, .abandon = [&](std::size_t) { ++abandons; }}));
   affine(p, x, y);
   p.run();
+  EXPECT_EQ(commits, 1);
+  EXPECT_EQ(abandons, 0);
   EXPECT_FALSE(overlapped);
   ASSERT_EQ(produced.size(), 25u);
   ASSERT_EQ(consumed.size(), 25u);
@@ -125,9 +166,11 @@ TEST_F(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(results[i], static_cast<float>(i) * 2.0f + 1.0f) << i;
 }
 
-TEST_F(SourceTest, AProducerThatThrowsStopsTheRunAndNothingPastItIsWritten) {
+TEST_F(SourceTest, AProducerThatThrowsStopsTheRunAndLeavesTheOldOutput) {
   const std::size_t n = 100'000, chunk = 10'000;
   const auto out_path = dir_ / "partial.f32";
+  const std::vector<float> old(1000, -3.0f);  // the output of an earlier run
+  write_floats("partial.f32", old);
   PipelineOptions o;
   o.chunk_items = chunk;
   Pipeline p(o);
@@ -156,11 +199,9 @@ TEST_F(SourceTest, AProducerThatThrowsStopsTheRunAndNothingPastItIsWritten) {
       EXPECT_STREQ(inner.what(), "decoder lost sync");
     }
   }
-  // The file holds whole chunks that finished, in order, and nothing else.
-  const auto got = read_floats(out_path);
-  EXPECT_EQ(got.size() % chunk, 0u);
-  EXPECT_LE(got.size(), 6 * chunk);
-  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(i) * 2.0f + 1.0f) << i;
+  // The failed run's output replaced nothing: the earlier file is there as it was, alone.
+  EXPECT_EQ(read_floats(out_path), old);
+  EXPECT_EQ(left_behind({"partial.f32"}), std::vector<std::string>{});
 }
 
 TEST_F(SourceTest, AFileTruncatedUnderTheRunNamesFileOffsetAndChunk) {
@@ -196,8 +237,78 @@ TEST_F(SourceTest, AFileTruncatedBeforeTheRunIsRefusedBeforeWork) {
   bool computed = false;
   p.compute([&computed, x, y](const Chunk&) { computed = true; });
   std::filesystem::resize_file(path, 100);
-  EXPECT_THROW(p.run(), sluice::IoError);
+  try {
+    p.run();
+    ADD_FAILURE() << "a truncated input was run";
+  } catch (const sluice::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("short.f32: is 100 bytes now, shorter than the 40000 its items need"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_FALSE(computed);
+}
+
+TEST_F(SourceTest, ARunRefusedBeforeWorkLeavesAnExistingOutputAsItWas) {
+  const std::size_t n = 1000;
+  const std::vector<float> old(n, -3.0f);  // 4000 bytes from an earlier run
+  const auto out_path = write_floats("out.f32", old);
+  const auto in_path = write_floats("in.f32", pattern(n));
+  {
+    // The output span comes first; the input after it refuses (its file shrank).
+    Pipeline p;
+    const auto y = p.output(sluice::to_file<float>(out_path, n));
+    const auto x = p.input(sluice::from_file<float>(in_path));
+    affine(p, x, y);
+    std::filesystem::resize_file(in_path, 400);
+    EXPECT_THROW(p.run(), sluice::IoError);
+    EXPECT_EQ(read_floats(out_path), old);
+  }
+  {
+    // A second sink refuses the run after the file sink began its own.
+    write_floats("in.f32", pattern(n));
+    Pipeline p;
+    const auto x = p.input(sluice::from_file<float>(in_path));
+    const auto y = p.output(sluice::to_file<float>(out_path, n));
+    const auto refusing = std::make_shared<FailingSink>(n, FailingSink::FailsAt::begin_run);
+    p.output(sluice::SinkOf<float>{refusing});
+    bool computed = false;
+    p.compute([&computed, x, y](const Chunk&) { computed = true; });
+    try {
+      p.run();
+      ADD_FAILURE() << "a sink's refusal was lost";
+    } catch (const sluice::IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("the disk went away"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(computed);
+    EXPECT_EQ(read_floats(out_path), old);
+  }
+  EXPECT_EQ(left_behind({"in.f32", "out.f32"}), std::vector<std::string>{});
+}
+
+TEST_F(SourceTest, ASinkThatCannotCommitFailsTheRunAndTheOtherOutputsStayAsTheyWere) {
+  const std::size_t n = 100'000;
+  const std::vector<float> old(10, -3.0f);
+  const auto out_path = write_floats("out.f32", old);
+  const auto in = pattern(n);
+  PipelineOptions o;
+  o.chunk_items = 10'000;
+  Pipeline p(o);
+  const auto x = p.input(in);
+  const auto failing = std::make_shared<FailingSink>(n, FailingSink::FailsAt::commit);
+  const auto y = p.output(sluice::SinkOf<float>{failing});
+  p.output(sluice::to_file<float>(out_path, n));
+  affine(p, x, y);
+  try {
+    p.run();
+    FAIL() << "a sink that could not commit went unreported";
+  } catch (const sluice::IoError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stage commit, span 1 (output, failing sink)"), std::string::npos) << what;
+    EXPECT_NE(what.find("/no/disk/out.f32: the disk went away"), std::string::npos) << what;
+  }
+  EXPECT_EQ(failing->abandoned, std::optional<std::size_t>(n));
+  EXPECT_EQ(read_floats(out_path), old);  // the file sink after it was abandoned
+  EXPECT_EQ(left_behind({"out.f32"}), std::vector<std::string>{});
 }
 
 TEST_F(SourceTest, SourceItemSizeMustMatchTheHandleType) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "sluice/chunking.hpp"
 
@@ -111,6 +112,21 @@ TEST(ChunkPlan, TooFewItemsForAFullRampUseAShorterOne) {
   const ChunkPlan flat = ChunkPlan::ramped(5, 8, 1);
   EXPECT_FALSE(flat.is_ramped());
   expect_tiling(flat, 5, "flat");
+}
+
+TEST(ChunkPlan, SizesNearTheTopOfSizeTDoNotWrap) {
+  constexpr std::size_t top = SIZE_MAX;
+  // A first size above half of size_t: doubling it wraps, and the ramp must stop before that.
+  const ChunkPlan wide = ChunkPlan::ramped(top, top, top / 2 + 2);
+  ASSERT_GE(wide.chunk_count(), 1u);
+  EXPECT_EQ(wide.chunk(wide.chunk_count() - 1).end, top);
+  EXPECT_LE(wide.chunk_items(), top);
+  // Steps 3, 6, 12, ... below size_t's top add up past it.
+  const ChunkPlan threes = ChunkPlan::ramped(top, top - 1, 3);
+  EXPECT_EQ(threes.chunk(threes.chunk_count() - 1).end, top);
+  const ChunkPlan uniform(top, 2);
+  EXPECT_EQ(uniform.chunk_count(), top / 2 + 1);
+  EXPECT_EQ(uniform.chunk(uniform.chunk_count() - 1), (ItemRange{top - 1, top}));
 }
 
 TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsNoRamp) {

@@ -5,14 +5,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <vector>
 
+#include "injected_faults.hpp"
+#include "page_cache.hpp"
+
 using sluice::FileOptions;
-using sluice::FileSink;
 using sluice::FileSource;
 using sluice::IoError;
 using sluice::ItemRange;
@@ -56,6 +60,10 @@ class FileIo : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+std::size_t open_descriptors() {
+  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {}));
+}
+
 std::vector<std::int32_t> read_range(FileSource& src, ItemRange r) {
   std::vector<std::int32_t> v(r.size());
   src.read(r, {reinterpret_cast<std::byte*>(v.data()), r.size() * 4});
@@ -75,10 +83,29 @@ TEST_F(FileIo, SourceReadsAnyRangeAfterAHeader) {
   }
 }
 
-TEST_F(FileIo, SourceCountsWholeItemsOnly) {
+TEST_F(FileIo, APartialLastItemIsRefusedUnlessLeftOutOnPurpose) {
   const auto path = dir_ / "odd.bin";
-  std::ofstream(path, std::ios::binary) << std::string(4 * 10 + 3, 'x');
-  EXPECT_EQ(FileSource(path, 4).item_count(), 10u);
+  std::ofstream(path, std::ios::binary) << std::string(4 * 1000 + 2, 'x');
+  try {
+    FileSource src(path, 4);
+    FAIL() << "took " << src.item_count() << " items and dropped the 2 bytes after them";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("odd.bin: holds 4002 bytes after offset 0: 1000 items of 4 bytes and 2 bytes of a "
+                                         "partial item at offset 4000"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("leave_partial_item"), std::string::npos) << e.what();
+    EXPECT_EQ(e.offset(), 4000u);
+  }
+  FileOptions leave;
+  leave.leave_partial_item = true;
+  const FileSource left(path, 4, leave);
+  EXPECT_EQ(left.item_count(), 1000u);
+  EXPECT_EQ(left.bytes_left_out(), 2u);
+  // A count asked for says where the items end: what follows them is no partial item.
+  const FileSource counted(path, 4, with_items(900));
+  EXPECT_EQ(counted.bytes_left_out(), 402u);
+  EXPECT_EQ(FileSource(write_ints("even.bin", 10), 4).bytes_left_out(), 0u);
 }
 
 TEST_F(FileIo, MissingFileOrTooFewItemsNameTheFile) {
@@ -96,7 +123,26 @@ TEST_F(FileIo, MissingFileOrTooFewItemsNameTheFile) {
     EXPECT_NE(std::string(e.what()).find("short.bin"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("holds 10 items"), std::string::npos) << e.what();
   }
+  try {
+    FileSource src(path, 4, with_offset(41));
+    FAIL() << "a header longer than the file was taken for 0 items";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("is 40 bytes, shorter than the 41-byte header"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(FileSource(path, 0), std::invalid_argument);
+}
+
+TEST_F(FileIo, ASourceThatRefusesItsFileClosesIt) {
+  const auto path = write_ints("ten.bin", 10);
+  std::ofstream(dir_ / "odd.bin", std::ios::binary) << "12345";
+  const std::size_t before = open_descriptors();
+  EXPECT_THROW(FileSource(path, 4, with_items(11)), IoError);
+  EXPECT_THROW(FileSource(dir_ / "odd.bin", 4), IoError);
+  {
+    const sluice::test::InjectedFault fault(sluice::test::FileCall::fstat, EIO, dir_);
+    EXPECT_THROW(FileSource(path, 4), IoError);
+  }
+  EXPECT_EQ(open_descriptors(), before) << "a refused file source left its file open";
 }
 
 TEST_F(FileIo, AFileTruncatedUnderTheSourceIsCaughtAtTheNextRunAndAtTheRead) {
@@ -120,65 +166,6 @@ TEST_F(FileIo, AFileTruncatedUnderTheSourceIsCaughtAtTheNextRunAndAtTheRead) {
   EXPECT_EQ(read_range(src, {10, 20})[5], 15);  // what is still there reads fine
 }
 
-TEST_F(FileIo, SinkWritesPiecesInAnyOrderAndCutsTheFileOnFailure) {
-  const auto path = dir_ / "out.bin";
-  FileSink sink(path, 4, 100, with_offset(8));
-  sink.begin_run();
-  std::vector<std::int32_t> v(100);
-  std::iota(v.begin(), v.end(), 1000);
-  auto put = [&](ItemRange r) { sink.write(r, {reinterpret_cast<const std::byte*>(v.data() + r.begin), r.size() * 4}); };
-  put({50, 100});
-  put({0, 50});
-  sink.end_run(true, 100);
-  EXPECT_EQ(std::filesystem::file_size(path), 8u + 400u);
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(8);
-  std::vector<std::int32_t> back(100);
-  in.read(reinterpret_cast<char*>(back.data()), 400);
-  EXPECT_EQ(back, v);
-  // A failed run: nothing past the items that finished stays.
-  sink.begin_run();
-  sink.end_run(false, 30);
-  EXPECT_EQ(std::filesystem::file_size(path), 8u + 30u * 4);
-}
-
-TEST_F(FileIo, SinkReservesANewFileAndCutsALongerOneBeforeTheRun) {
-  const auto probe = dir_ / "probe.bin";
-  {
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT, 0644);
-    const bool can_reserve = ::fallocate(fd, 0, 0, 4096) == 0;
-    ::close(fd);
-    if (!can_reserve) GTEST_SKIP() << "the temporary directory's file system cannot reserve blocks (fallocate)";
-  }
-  const std::size_t items = std::size_t{1} << 20;  // 4 MiB of 4-byte items
-  const auto path = dir_ / "new.bin";
-  FileSink sink(path, 4, items);
-  sink.begin_run();
-  struct stat st {};
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  EXPECT_EQ(static_cast<std::size_t>(st.st_size), items * 4);
-  EXPECT_GE(static_cast<std::size_t>(st.st_blocks) * 512, items * 4) << "the new file's blocks were not reserved";
-
-  // A longer file keeps its header and loses what lies past the items.
-  const auto longer = write_ints("longer.bin", 100, 8);
-  FileSink over(longer, 4, 10, with_offset(8));
-  over.begin_run();
-  EXPECT_EQ(std::filesystem::file_size(longer), 8u + 40u);
-  std::ifstream in(longer, std::ios::binary);
-  std::string header(8, '\0');
-  in.read(header.data(), 8);
-  EXPECT_EQ(header, "hhhhhhhh");
-}
-
-TEST_F(FileIo, SinkNamesAFileItCannotCreate) {
-  try {
-    FileSink sink(dir_ / "no-such-dir" / "out.bin", 4, 10);
-    FAIL() << "created a file in a missing directory";
-  } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("no-such-dir"), std::string::npos) << e.what();
-  }
-}
-
 TEST_F(FileIo, DirectIoReadsTheSameBytesOrFallsBack) {
   const auto path = write_ints("direct.bin", 4096 * 4);
   FileSource src(path, 4, direct());
@@ -188,6 +175,27 @@ TEST_F(FileIo, DirectIoReadsTheSameBytesOrFallsBack) {
   for (int i = 0; i < 4096; ++i) ASSERT_EQ(buffer[i], 1024 + i);
   const auto odd = read_range(src, {3, 10});
   EXPECT_EQ(odd[0], 3);
+  EXPECT_FALSE(FileSource(path, 4).reads_direct());
+}
+
+TEST_F(FileIo, DirectReadsSkipThePageCache) {
+  const auto path = write_ints("direct.bin", 4096 * 16);  // 256 KiB
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) GTEST_SKIP() << "the temporary directory's file system refuses O_DIRECT: " << std::strerror(errno);
+    ::close(fd);
+  }
+  if (!sluice::test::drop_from_cache(path)) GTEST_SKIP() << "this file system keeps its files in the page cache (tmpfs)";
+  FileSource src(path, 4, direct());
+  EXPECT_TRUE(src.reads_direct());
+  alignas(4096) static std::int32_t buffer[4096 * 16];
+  src.read({0, 4096 * 16}, {reinterpret_cast<std::byte*>(buffer), sizeof(buffer)});
+  for (int i = 0; i < 4096 * 16; ++i) ASSERT_EQ(buffer[i], i);
+  EXPECT_EQ(sluice::test::cached_pages(path), 0u) << "the direct source's aligned read went through the page cache";
+  // The same read without O_DIRECT fills the cache: the check above can tell the two apart.
+  FileSource cached(path, 4);
+  cached.read({0, 4096 * 16}, {reinterpret_cast<std::byte*>(buffer), sizeof(buffer)});
+  EXPECT_GT(sluice::test::cached_pages(path), 0u);
 }
 
 TEST_F(FileIo, ContextKeepsPathAndOffset) {

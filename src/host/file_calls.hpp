@@ -1,0 +1,41 @@
+#pragma once
+// What the file source and the file sink share: descriptors closed on every
+// path out of a constructor, file sizes, and direct I/O where the file system
+// takes it. Host-only.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sluice::detail {
+
+// Closes the descriptor it holds unless it was released: for the descriptors a
+// constructor opens before something after it may throw.
+class DescriptorGuard {
+ public:
+  explicit DescriptorGuard(int fd) : fd_(fd) {}
+  ~DescriptorGuard();
+  DescriptorGuard(const DescriptorGuard&) = delete;
+  DescriptorGuard& operator=(const DescriptorGuard&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string errno_text(int code);
+
+// Throws IoError naming `path` when fstat fails.
+std::uint64_t file_size(int fd, const std::string& path);
+
+// -1 where the file system refuses O_DIRECT (or the platform has none).
+int open_direct_at(int dir_fd, const std::string& name, int flags);
+
+// Whether a transfer may take the O_DIRECT descriptor: only aligned offsets, sizes and buffers may.
+bool direct_ok(int direct_fd, std::uint64_t offset, std::size_t bytes, const void* buffer);
+
+}  // namespace sluice::detail
