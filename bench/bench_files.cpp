@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "noise.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device_buffer.hpp"
 #include "sluice/error.hpp"
@@ -222,14 +223,16 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
     row.workload = workload;
     row.bytes = bytes;
     row.method = method;
-    row.sluice = method.rfind("sluice", 0) == 0;
+    row.kind = method.rfind("sluice", 0) == 0 ? RowKind::sluice : RowKind::hand_written;
     row.memory = memory;
     row.ms = summarize(samples);
+    row.samples = samples;
     row.gbps = gb_per_s(static_cast<double>(bytes), row.ms.median);
     row.verified = failure.empty();
     row.detail = failure;
     if (progress)
-      progress(fmt::format("{} {}: {:.2f} ms, {}", workload, method, row.ms.median, row.verified ? "verified" : "NOT VERIFIED: " + failure));
+      progress(fmt::format("{} {}: {:.2f} ms (IQR {:.1f}%), {}", workload, method, row.ms.median,
+                           100 * spread_of(row.samples).relative, row.verified ? "verified" : "NOT VERIFIED: " + failure));
     return row;
   };
   // Each row's bound and efficiency are set by settle_bounds, once every case has run.
@@ -243,7 +246,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
 
   {  // Reduction: the file summed on the GPU, nothing copied back.
     const std::string name = "file sum";
-    BenchCase c{name, bytes, {}, true};
+    BenchCase c{name, bytes, {}, true, {}};
     c.bound.kernel_ms = sum_ms;
     RunVolume v;
     v.read_bytes = v.h2d_bytes = static_cast<double>(bytes);
@@ -308,7 +311,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
 
   {  // Transform: y = 2x + 1 from the file into another file.
     const std::string name = "file affine";
-    BenchCase c{name, bytes, {}, true};
+    BenchCase c{name, bytes, {}, true, {}};
     c.bound.kernel_ms = affine_ms;
     RunVolume v;
     v.read_bytes = v.h2d_bytes = v.d2h_bytes = v.written_bytes = static_cast<double>(bytes);

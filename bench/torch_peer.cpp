@@ -22,6 +22,7 @@ std::vector<MeasuredRow> torch_rows(const BenchOptions& o, std::string& note) {
       row.workload = r.at("workload").get<std::string>();
       row.bytes = r.at("bytes").get<std::size_t>();
       row.method = "PyTorch, " + r.at("method").get<std::string>();
+      row.kind = RowKind::pytorch;
       row.memory = r.at("memory").get<std::string>();
       row.ms.count = r.at("count").get<std::size_t>();
       row.ms.median = r.at("median_ms").get<double>();
