@@ -30,6 +30,7 @@
 #include "sluice/staging_rates.hpp"
 #include "sluice/stream.hpp"
 #include "stream_kernels.hpp"
+#include "targets.hpp"
 
 namespace sluice::bench::detail {
 
@@ -38,6 +39,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t piece = std::size_t{4} << 20;
 constexpr std::size_t loop_chunk = std::size_t{16} << 20;
+constexpr std::size_t readme_chunk = std::size_t{16} << 20;  // the run(stream) row's chunks
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
@@ -277,6 +279,22 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
       rows.push_back(time_runs(name, "sluice, file source", "file", poison, [&] {
         zero_then();
         p.run(stream);  // the zeroing before, the read-back after, no device-wide synchronisation
+        fetch();
+      }, check));
+    }
+    {
+      // As a newcomer writes it from the README: a pipeline with a chunk
+      // size, the file as its input, a kernel per chunk, run(stream) on the
+      // stream that holds the total; nothing else set.
+      PipelineOptions options;
+      options.chunk_items = readme_chunk / sizeof(float);
+      Pipeline p(options);
+      const auto in = p.input(from_file<float>(path));
+      double* t = total.data();
+      p.compute([in, t](const Chunk& chunk) { workloads::launch_sum(chunk.stream, chunk[in].data(), chunk.size(), t); });
+      rows.push_back(time_runs(name, row_names::file_reduction_run_stream, "file", poison, [&] {
+        zero_then();
+        p.run(stream);
         fetch();
       }, check));
     }
