@@ -212,7 +212,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
                        const std::function<std::string()>& check, const std::function<void()>& after = {}) {
     std::vector<double> samples;
     std::string failure;
-    for (int i = -1; i < o.repeats; ++i) {
+    for (int i = -1, rounds = rounds_for(bytes, o.repeats); i < rounds; ++i) {
       poison();
       const auto begin = Clock::now();
       run();
