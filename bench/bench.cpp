@@ -7,7 +7,12 @@
 #include <optional>
 #include <stdexcept>
 
+#include "absolute_bound.hpp"
+#include "host_alone.hpp"
+#include "measure.hpp"
+#include "noise.hpp"
 #include "peers.hpp"
+#include "replayed_run.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/chunking.hpp"
 #include "sluice/device.hpp"
@@ -16,6 +21,7 @@
 #include "sluice/staging_pool.hpp"
 #include "sluice/staging_rates.hpp"
 #include "sluice/tuner.hpp"
+#include "targets.hpp"
 
 namespace sluice::bench {
 
@@ -23,72 +29,21 @@ using workloads::Problem;
 
 namespace {
 
-// A prediction wants the staging rate a run sees, not the host at its best.
-EngineRates model_rates(const BenchCase& c, bool staged) {
-  return staged ? staging_beside_copies(c.bound.staged_volume, c.bound.rates) : c.bound.rates;
+CaseBound case_bound(const workloads::AbsoluteBound& b) {
+  return {b.rates, b.kernel_ms, b.pinned_volume, b.staged_volume, b.pinned, b.staged};
 }
 
-}  // namespace
-
-ModelInput detail::model_input(const BenchResult& result, const BenchCase& c, const Problem& problem,
-                               const PipelineOptions& options, bool staged) {
-  ModelInput in;
-  in.rates = model_rates(c, staged);
-  in.fixed = result.fixed;
-  in.kernel.ms_per_item = c.bound.kernel_ms / static_cast<double>(std::max<std::size_t>(problem.items(), 1));
-  in.spans = array_spans(static_cast<unsigned>(problem.workload().input_count()), 1, sizeof(float), staged);
-  in.items = problem.items();
-  in.options = options;
-  return in;
-}
-
-void detail::settle_bounds(BenchResult& result) {
-  LinkRates best_link = result.link;
-  EngineRates best;
-  auto keep_faster = [](double& best_gbps, double gbps) { best_gbps = std::max(best_gbps, gbps); };
-  for (const auto& c : result.cases) {
-    const EngineRates& r = c.bound.rates;
-    best_link = fastest_of(best_link, {r.h2d_gbps, r.d2h_gbps, r.both_gbps, r.h2d_heavy, r.d2h_heavy});
-    keep_faster(best.stage_in_gbps, r.stage_in_gbps);
-    keep_faster(best.stage_out_gbps, r.stage_out_gbps);
-    keep_faster(best.stage_both_gbps, r.stage_both_gbps);
-    keep_faster(best.staging_beside_link.stage_gbps, r.staging_beside_link.stage_gbps);
-    keep_faster(best.staging_beside_link.link_gbps, r.staging_beside_link.link_gbps);
-    keep_faster(best.read_gbps, r.read_gbps);
-    keep_faster(best.write_gbps, r.write_gbps);
-  }
-  best = with_link(best, best_link);
-  result.link = best_link;
-  result.host_best = {best.stage_in_gbps, best.stage_out_gbps, best.stage_both_gbps, result.host.threads};
-  result.staging_beside_link = best.staging_beside_link;
-  for (auto& c : result.cases) c.bound.recompute(best);
-  for (auto& row : result.rows) {
-    const auto c = std::find_if(result.cases.begin(), result.cases.end(), [&](const BenchCase& k) {
-      return k.workload == row.workload && k.bytes == row.bytes;
-    });
-    if (c == result.cases.end()) continue;
-    const Bound& bound = row.memory == "pageable" && c->bound.staged.ms > 0 ? c->bound.staged : c->bound.pinned;
-    row.bound_ms = bound.ms;
-    row.bound_term = bound.limiter;
-    row.efficiency = efficiency(bound.ms, row.ms.median);
-    if (row.model_input) {
-      const bool staged = std::any_of(row.model_input->spans.begin(), row.model_input->spans.end(),
-                                      [](const SpanShape& span) { return span.host_pass(); });
-      row.model_input->rates = model_rates(*c, staged);
-      row.model_ms = predict(*row.model_input).ms;
-    }
-  }
-}
-
-namespace {
+// Runs for a row's fixed costs, apart from its timed runs.
+constexpr int overhead_runs = 5;
 
 class CaseRunner {
  public:
   CaseRunner(BenchResult& result, const BenchOptions& options, const std::function<void(const std::string&)>& progress)
       : result_(result), options_(options), progress_(progress) {}
 
-  MeasuredRow measure(std::string method, Problem& problem, bool sluice, const std::function<void()>& run) {
-    MeasuredRow row = workloads::measure_row(std::move(method), problem, sluice, options_.repeats, run);
+  MeasuredRow measure(std::string method, Problem& problem, const std::function<void()>& run) {
+    MeasuredRow row = workloads::measure_in_rounds({{std::move(method), &problem, RowKind::sluice, run, {}, {}}},
+                                                   rounds_).front();
     report(row);
     return row;
   }
@@ -99,9 +54,22 @@ class CaseRunner {
   }
 
   void report(const MeasuredRow& row) {
-    if (progress_)
-      progress_(fmt::format("{} {} {}: {:.2f} ms, {}", row.workload, format_bytes(row.bytes), row.method,
-                            row.ms.median, row.verified ? "verified" : "NOT VERIFIED: " + row.detail));
+    if (!progress_) return;
+    if (!row.measured()) {
+      progress_(fmt::format("{} {} {}: not available: {}", row.workload, format_bytes(row.bytes), row.method, row.unavailable));
+      return;
+    }
+    progress_(fmt::format("{} {} {}: {:.3f} ms (IQR {:.1f}%), {}", row.workload, format_bytes(row.bytes), row.method,
+                          row.ms.median, 100 * spread_of(row.samples).relative,
+                          row.verified ? "verified" : "NOT VERIFIED: " + row.detail));
+  }
+
+  // The fixed costs of a pipeline's runs, where its reports carry them.
+  void with_overhead(MeasuredRow& row, Problem& problem, const PipelineOptions& options) {
+    row.overhead = workloads::pipeline_overhead(problem, options, overhead_runs);
+  }
+  void with_overhead(MeasuredRow& row, Problem& problem, workloads::Peer& peer) {
+    row.overhead = workloads::peer_overhead(problem, peer, overhead_runs);
   }
 
   // One recorded run, untimed: where each engine's time went, kept as a trace.
@@ -133,7 +101,7 @@ class CaseRunner {
   // the spans back after each run undoes the registration, untimed.
   workloads::Contender automatic_first_run(workloads::WorkloadPipeline& wp, Problem& pageable, Problem& pinned) {
     wp.run();
-    return {"sluice pageable, automatic, first run", &pageable, true, [&wp] { wp.run(); },
+    return {"sluice pageable, automatic, first run", &pageable, RowKind::sluice, [&wp] { wp.run(); },
             [&wp, &pageable] { wp.bind(pageable); }, [&wp, &pinned] { wp.bind(pinned); }};
   }
 
@@ -146,53 +114,43 @@ class CaseRunner {
       const RunReport r = p.run();
       if (r.volume.staged_in_bytes == 0 && r.volume.staged_out_bytes == 0) break;
     }
-    MeasuredRow row = measure(fmt::format("sluice pageable, automatic, runs after the {}", ordinal(runs)), problem, true,
+    MeasuredRow row = measure(fmt::format("sluice pageable, automatic, runs after the {}", ordinal(runs)), problem,
                               [&] { p.run(); });
     row.memory = "registered";
     return row;
   }
 
-  void run_case(const workloads::Workload& w, std::size_t bytes) {
-    const std::size_t items = bytes / sizeof(float);
-    Problem pinned(w, items, Problem::Memory::pinned);
-    std::optional<Problem> pageable;
-    if (options_.host_rows) pageable.emplace(w, items, Problem::Memory::pageable);
-    StagingPool pool(options_.pipeline.staging_threads);
-    BenchCase c{w.name(), bytes, workloads::absolute_bound(pinned, options_.device, options_.repeats,
-                                                           options_.host_rows ? &pool : nullptr,
-                                                           pageable ? &*pageable : nullptr)};
-    std::vector<MeasuredRow> rows;
-    const PipelineOptions base = workloads::elementwise(options_.pipeline);
-
-    // The pinned rows, measured in rounds (measure_in_rounds says why).
-    std::vector<workloads::Contender> pinned_rows;
-    auto sync = workloads::make_synchronous(pinned);
-    pinned_rows.push_back({"synchronous", &pinned, false, [&] { sync->run(pinned); }, {}, {}});
+  // The pinned rows: the peers' sweeps and sluice in rounds, then the
+  // settings picked from the sweeps measured again beside sluice.
+  std::vector<MeasuredRow> pinned_rows(const BenchCase& c, Problem& pinned, workloads::Peer& sync,
+                                       const PipelineOptions& base) {
+    const std::size_t items = pinned.items();
+    std::vector<workloads::Contender> first_pass;
+    first_pass.push_back({"synchronous", &pinned, RowKind::hand_written, [&] { sync.run(pinned); }, {}, {}});
     std::vector<std::unique_ptr<workloads::Peer>> staircases, triples;
     for (unsigned n : options_.staircase_streams) {
       staircases.push_back(workloads::make_staircase(pinned, n));
       workloads::Peer* peer = staircases.back().get();
-      pinned_rows.push_back({peer->name(), &pinned, false, [peer, &pinned] { peer->run(pinned); }, {}, {}});
+      first_pass.push_back({peer->name(), &pinned, RowKind::hand_written, [peer, &pinned] { peer->run(pinned); }, {}, {}});
     }
     for (std::size_t chunk_bytes : options_.triple_buffer_chunk_bytes) {
       triples.push_back(workloads::make_triple_buffer(pinned, std::min(items, chunk_bytes / sizeof(float))));
       workloads::Peer* peer = triples.back().get();
-      pinned_rows.push_back({peer->name() + ", " + format_bytes(chunk_bytes) + " chunks", &pinned, false,
-                             [peer, &pinned] { peer->run(pinned); }, {}, {}});
+      first_pass.push_back({peer->name() + ", " + format_bytes(chunk_bytes) + " chunks", &pinned, RowKind::hand_written,
+                            [peer, &pinned] { peer->run(pinned); }, {}, {}});
     }
     Pipeline sluice_pinned = workloads::make_pipeline(pinned, base);
-    pinned_rows.push_back({"sluice pinned", &pinned, true, [&] { sluice_pinned.run(); }, {}, {}});
+    first_pass.push_back({row_names::pinned, &pinned, RowKind::sluice, [&] { sluice_pinned.run(); }, {}, {}});
     PipelineOptions in_order = base;  // what a kernel with chunk-to-chunk state would need
     in_order.kernel_order = KernelOrder::in_chunk_order;
     in_order.compute_streams = 0;
     Pipeline sluice_in_order = workloads::make_pipeline(pinned, in_order);
-    pinned_rows.push_back({"sluice pinned, kernels in chunk order", &pinned, true, [&] { sluice_in_order.run(); }, {}, {}});
-    const std::vector<MeasuredRow> measured = workloads::measure_in_rounds(pinned_rows, options_.repeats);
+    first_pass.push_back(
+        {"sluice pinned, kernels in chunk order", &pinned, RowKind::sluice, [&] { sluice_in_order.run(); }, {}, {}});
+    const std::vector<MeasuredRow> measured = workloads::measure_in_rounds(first_pass, rounds_);
     for (const auto& row : measured) report(row);
 
-    // Kept: the synchronous row, the 4-stream staircase, and the best of each peer's sweep.
     const std::size_t stairs = staircases.size(), stairs_at = 1, triples_at = 1 + stairs;
-    const std::size_t sluice_at = triples_at + triples.size();
     auto fastest_of_sweep = [&](std::size_t first, std::size_t count) {
       std::optional<std::size_t> best;
       for (std::size_t k = first; k < first + count; ++k)
@@ -200,79 +158,144 @@ class CaseRunner {
       return best;
     };
     const auto best_stairs = fastest_of_sweep(stairs_at, stairs), best_triple = fastest_of_sweep(triples_at, triples.size());
-    // The fastest median of a sweep is partly the luckiest one: the settings
-    // picked are measured again, in fresh rounds beside sluice's two rows,
-    // and those figures are the ones kept, so no row gains from being picked.
-    std::vector<workloads::Contender> finalists;
-    for (const auto& k : {best_stairs, best_triple})
-      if (k) finalists.push_back(pinned_rows[*k]);
-    finalists.push_back(pinned_rows[sluice_at]);
-    finalists.push_back(pinned_rows[sluice_at + 1]);
-    const std::vector<MeasuredRow> final_rounds = workloads::measure_in_rounds(finalists, options_.repeats);
-    for (const auto& row : final_rounds) report(row);
-    auto final_row = [&](std::size_t k) {
-      for (const auto& row : final_rounds)
-        if (row.method == measured[k].method) return row;
-      return measured[k];
+    auto peer_at = [&](std::size_t k) -> workloads::Peer& {
+      return k < triples_at ? *staircases[k - stairs_at] : *triples[k - triples_at];
     };
 
-    rows.push_back(measured[0]);
+    // The fastest median of a sweep is partly the luckiest one: the settings
+    // picked are measured again, in fresh rounds beside sluice's rows, and
+    // those figures are the ones kept, so no row gains from being picked.
+    // A second pipeline of sluice's own setting runs in the same rounds,
+    // apart from the first, so every case shows how far two rows of one
+    // engine read apart in one call. Then the replayed row, where the
+    // pipeline can replay runs.
+    Pipeline sluice_again = workloads::make_pipeline(pinned, base);
+    const ReplayedRun replayed = make_replayed_run(pinned, base);
+    std::vector<workloads::Contender> finalists;
+    if (best_stairs) finalists.push_back(first_pass[*best_stairs]);
+    finalists.push_back(first_pass[first_pass.size() - 2]);  // sluice pinned
+    if (best_triple) finalists.push_back(first_pass[*best_triple]);
+    finalists.push_back(first_pass.back());  // in chunk order
+    finalists.push_back({row_names::pinned_again, &pinned, RowKind::sluice, [&] { sluice_again.run(); }, {}, {}});
+    if (replayed.run) finalists.push_back({row_names::replayed, &pinned, RowKind::sluice_replayed, replayed.run, {}, {}});
+    const std::vector<MeasuredRow> final_rounds = workloads::measure_in_rounds(finalists, rounds_);
+    for (const auto& row : final_rounds) report(row);
+    auto final_row = [&](const std::string& method) {
+      for (const auto& row : final_rounds)
+        if (row.method == method) return row;
+      throw std::logic_error("bench: no final row " + method);
+    };
+
+    std::vector<MeasuredRow> rows{measured[0]};
     std::optional<std::size_t> four;
     for (std::size_t k = 0; k < stairs; ++k)
       if (options_.staircase_streams[k] == 4) four = stairs_at + k;
-    if (four) rows.push_back(four == best_stairs ? final_row(*four) : measured[*four]);
-    if (best_stairs && best_stairs != four) {
-      rows.push_back(final_row(*best_stairs));
-      rows.back().method += " (best of sweep)";
+    if (four) rows.push_back(four == best_stairs ? final_row(measured[*four].method) : measured[*four]);
+    if (best_stairs) {
+      if (best_stairs != four) {
+        rows.push_back(final_row(measured[*best_stairs].method));
+        rows.back().method += " (best of sweep)";
+      }
+      with_overhead(rows.back(), pinned, peer_at(*best_stairs));
     }
     if (best_triple) {
-      record_lanes(measured[*best_triple].method, pinned, *triples[*best_triple - triples_at], c.bound.pinned.ms);
-      rows.push_back(final_row(*best_triple));
+      record_lanes(measured[*best_triple].method, pinned, peer_at(*best_triple), c.bound.pinned.ms);
+      rows.push_back(final_row(measured[*best_triple].method));
       rows.back().method += " (best of sweep)";
+      with_overhead(rows.back(), pinned, peer_at(*best_triple));
     }
-    rows.push_back(final_row(sluice_at));
+    rows.push_back(final_row(row_names::pinned));
     with_model(rows.back(), detail::model_input(result_, c, pinned, base, false));
-    rows.push_back(final_row(sluice_at + 1));
+    with_overhead(rows.back(), pinned, base);
+    rows.push_back(final_row(row_names::pinned_again));
+    rows.push_back(final_row("sluice pinned, kernels in chunk order"));
     with_model(rows.back(), detail::model_input(result_, c, pinned, in_order, false));
-    record_lanes("sluice pinned", pinned, base, c.bound.pinned.ms);
+    with_overhead(rows.back(), pinned, in_order);
+    if (replayed.run) {
+      rows.push_back(final_row(row_names::replayed));
+    } else {
+      rows.push_back(workloads::unavailable_row(pinned.workload().name(), items * sizeof(float), row_names::replayed,
+                                                RowKind::sluice_replayed, "pinned", replayed.unavailable));
+      report(rows.back());
+    }
+    record_lanes(row_names::pinned, pinned, base, c.bound.pinned.ms);
+    return rows;
+  }
 
+  // The pageable rows: staging and first automatic runs in rounds (with the
+  // host alone beside them from 256 MiB), while nothing holds the pageable
+  // arrays registered; then registered and later automatic runs.
+  std::vector<MeasuredRow> pageable_rows(BenchCase& c, Problem& pageable, Problem& pinned, workloads::Peer& sync,
+                                         const PipelineOptions& base) {
+    PipelineOptions staged = base;
+    staged.host_memory = HostMemoryPolicy::stage;
+    PipelineOptions automatic = base;
+    automatic.host_memory = HostMemoryPolicy::automatic;
+    Pipeline sluice_staged = workloads::make_pipeline(pageable, staged);
+    auto first_runs = workloads::make_workload_pipeline(pinned, automatic);
+    std::vector<workloads::Contender> in_rounds{
+        {"synchronous, pageable", &pageable, RowKind::hand_written, [&] { sync.run(pageable); }, {}, {}},
+        {row_names::staged, &pageable, RowKind::sluice, [&] { sluice_staged.run(); }, {}, {}},
+        automatic_first_run(first_runs, pageable, pinned)};
+    std::optional<StagingPool> pool;
+    std::optional<HostAlone> host_alone;
+    if (c.bytes >= (std::size_t{256} << 20)) {
+      pool.emplace(options_.pipeline.staging_threads);
+      host_alone.emplace(pageable, *pool);
+      workloads::Contender alone{"host alone, staging both ways", &pageable, RowKind::hand_written,
+                                 [&] { host_alone->run(); }, {}, {}};
+      alone.checks_result = false;
+      in_rounds.push_back(alone);
+    }
+    std::vector<MeasuredRow> measured = workloads::measure_in_rounds(in_rounds, rounds_);
+    for (const auto& row : measured) report(row);
+    if (host_alone) {
+      c.host_alone = measured.back();
+      measured.pop_back();
+    }
+    std::vector<MeasuredRow> rows{measured[0], measured[1]};
+    with_model(rows.back(), detail::model_input(result_, c, pageable, staged, true));
+    with_overhead(rows.back(), pageable, staged);
+    record_lanes(row_names::staged, pageable, staged, c.bound.staged.ms);
+    PipelineOptions registered = base;
+    registered.host_memory = HostMemoryPolicy::register_memory;
+    {
+      Pipeline sluice_registered = workloads::make_pipeline(pageable, registered);
+      rows.push_back(measure("sluice pageable, registered (in the warm-up run)", pageable, [&] { sluice_registered.run(); }));
+      rows.back().memory = "registered";
+      with_model(rows.back(), detail::model_input(result_, c, pageable, registered, false));
+    }
+    rows.push_back(measured[2]);
+    with_model(rows.back(), detail::model_input(result_, c, pageable, staged, true));
+    rows.push_back(automatic_later_runs(pageable, base));
+    with_model(rows.back(), detail::model_input(result_, c, pageable, base, false));
+    return rows;
+  }
+
+  void run_case(const workloads::Workload& w, std::size_t bytes) {
+    const std::size_t items = bytes / sizeof(float);
+    rounds_ = rounds_for(bytes, options_.repeats);
+    Problem pinned(w, items, Problem::Memory::pinned);
+    std::optional<Problem> pageable;
+    if (options_.host_rows) pageable.emplace(w, items, Problem::Memory::pageable);
+    StagingPool pool(options_.pipeline.staging_threads);
+    BenchCase c{w.name(), bytes,
+                case_bound(workloads::absolute_bound(pinned, options_.device, options_.repeats,
+                                                     options_.host_rows ? &pool : nullptr, pageable ? &*pageable : nullptr)),
+                false, {}};
+    const PipelineOptions base = workloads::elementwise(options_.pipeline);
+    auto sync = workloads::make_synchronous(pinned);
+    std::vector<MeasuredRow> rows = pinned_rows(c, pinned, *sync, base);
     if (pageable) {
-      // Staged and first automatic runs in rounds, while nothing holds the pageable arrays registered.
-      PipelineOptions staged = base;
-      staged.host_memory = HostMemoryPolicy::stage;
-      PipelineOptions automatic = base;
-      automatic.host_memory = HostMemoryPolicy::automatic;
-      Pipeline sluice_staged = workloads::make_pipeline(*pageable, staged);
-      auto first_runs = workloads::make_workload_pipeline(pinned, automatic);
-      const std::vector<workloads::Contender> pageable_rows{
-          {"synchronous, pageable", &*pageable, false, [&] { sync->run(*pageable); }, {}, {}},
-          {"sluice pageable, staged", &*pageable, true, [&] { sluice_staged.run(); }, {}, {}},
-          automatic_first_run(first_runs, *pageable, pinned)};
-      std::vector<MeasuredRow> host_rows = workloads::measure_in_rounds(pageable_rows, options_.repeats);
-      for (const auto& row : host_rows) report(row);
-      rows.insert(rows.begin() + 1, host_rows[0]);
-      rows.push_back(host_rows[1]);
-      with_model(rows.back(), detail::model_input(result_, c, *pageable, staged, true));
-      record_lanes("sluice pageable, staged", *pageable, staged, c.bound.staged.ms);
-      PipelineOptions registered = base;
-      registered.host_memory = HostMemoryPolicy::register_memory;
-      {
-        Pipeline sluice_registered = workloads::make_pipeline(*pageable, registered);
-        rows.push_back(measure("sluice pageable, registered (in the warm-up run)", *pageable, true,
-                               [&] { sluice_registered.run(); }));
-        rows.back().memory = "registered";
-        with_model(rows.back(), detail::model_input(result_, c, *pageable, registered, false));
-      }
-      rows.push_back(host_rows[2]);
-      with_model(rows.back(), detail::model_input(result_, c, *pageable, staged, true));
-      rows.push_back(automatic_later_runs(*pageable, base));
-      with_model(rows.back(), detail::model_input(result_, c, *pageable, base, false));
+      std::vector<MeasuredRow> host = pageable_rows(c, *pageable, pinned, *sync, base);
+      rows.insert(rows.begin() + 1, host.front());  // the synchronous pageable row beside the pinned one
+      rows.insert(rows.end(), host.begin() + 1, host.end());
     }
     for (auto& row : torch_rows_for(w.name(), bytes)) rows.push_back(row);
 
     const double sync_ms = rows.front().ms.median;
     for (auto& row : rows) {
-      row.speedup = sync_ms / row.ms.median;  // its bound and efficiency: settle_bounds, at the end
+      if (row.measured()) row.speedup = sync_ms / row.ms.median;  // its bound and efficiency: settle_bounds, at the end
       result_.rows.push_back(row);
     }
     result_.cases.push_back(std::move(c));
@@ -294,6 +317,7 @@ class CaseRunner {
   BenchResult& result_;
   const BenchOptions& options_;
   const std::function<void(const std::string&)>& progress_;
+  int rounds_ = 1;  // timed rounds for the current case's size
 };
 
 }  // namespace
@@ -328,6 +352,9 @@ BenchResult run_bench(const BenchOptions& options, const std::function<void(cons
     std::string note;
     runner.torch_rows = detail::torch_rows(options, note);
     if (!note.empty()) result.notes.push_back(note);
+    if (!runner.torch_rows.empty())
+      result.notes.push_back("PyTorch's rows come from its own process, run before the cases: they are not in "
+                             "sluice's rounds, so a lead over them also carries the noise between processes");
   }
   for (std::size_t bytes : options.sizes)
     for (const auto& w : options.workloads) runner.run_case(w, bytes);

@@ -17,7 +17,7 @@ struct BenchOptions {
   int device = 0;
   std::vector<workloads::Workload> workloads;
   std::vector<std::size_t> sizes;        // bytes per array
-  int repeats = 5;
+  int repeats = 5;                       // timed rounds at 256 MiB and above, up to 8x below (rounds_for)
   std::vector<unsigned> staircase_streams{2, 3, 4, 6, 8, 12, 16};
   std::vector<std::size_t> triple_buffer_chunk_bytes{std::size_t{2} << 20, std::size_t{4} << 20, std::size_t{8} << 20,
                                                      std::size_t{16} << 20};

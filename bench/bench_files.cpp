@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "noise.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device_buffer.hpp"
 #include "sluice/error.hpp"
@@ -29,6 +30,7 @@
 #include "sluice/staging_rates.hpp"
 #include "sluice/stream.hpp"
 #include "stream_kernels.hpp"
+#include "targets.hpp"
 
 namespace sluice::bench::detail {
 
@@ -37,6 +39,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t piece = std::size_t{4} << 20;
 constexpr std::size_t loop_chunk = std::size_t{16} << 20;
+constexpr std::size_t readme_chunk = std::size_t{16} << 20;  // the run(stream) row's chunks
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
@@ -209,7 +212,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
                        const std::function<std::string()>& check, const std::function<void()>& after = {}) {
     std::vector<double> samples;
     std::string failure;
-    for (int i = -1; i < o.repeats; ++i) {
+    for (int i = -1, rounds = rounds_for(bytes, o.repeats); i < rounds; ++i) {
       poison();
       const auto begin = Clock::now();
       run();
@@ -222,14 +225,16 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
     row.workload = workload;
     row.bytes = bytes;
     row.method = method;
-    row.sluice = method.rfind("sluice", 0) == 0;
+    row.kind = method.rfind("sluice", 0) == 0 ? RowKind::sluice : RowKind::hand_written;
     row.memory = memory;
     row.ms = summarize(samples);
+    row.samples = samples;
     row.gbps = gb_per_s(static_cast<double>(bytes), row.ms.median);
     row.verified = failure.empty();
     row.detail = failure;
     if (progress)
-      progress(fmt::format("{} {}: {:.2f} ms, {}", workload, method, row.ms.median, row.verified ? "verified" : "NOT VERIFIED: " + failure));
+      progress(fmt::format("{} {}: {:.2f} ms (IQR {:.1f}%), {}", workload, method, row.ms.median,
+                           100 * spread_of(row.samples).relative, row.verified ? "verified" : "NOT VERIFIED: " + failure));
     return row;
   };
   // Each row's bound and efficiency are set by settle_bounds, once every case has run.
@@ -243,7 +248,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
 
   {  // Reduction: the file summed on the GPU, nothing copied back.
     const std::string name = "file sum";
-    BenchCase c{name, bytes, {}, true};
+    BenchCase c{name, bytes, {}, true, {}};
     c.bound.kernel_ms = sum_ms;
     RunVolume v;
     v.read_bytes = v.h2d_bytes = static_cast<double>(bytes);
@@ -278,6 +283,22 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
       }, check));
     }
     {
+      // As a newcomer writes it from the README: a pipeline with a chunk
+      // size, the file as its input, a kernel per chunk, run(stream) on the
+      // stream that holds the total; nothing else set.
+      PipelineOptions options;
+      options.chunk_items = readme_chunk / sizeof(float);
+      Pipeline p(options);
+      const auto in = p.input(from_file<float>(path));
+      double* t = total.data();
+      p.compute([in, t](const Chunk& chunk) { workloads::launch_sum(chunk.stream, chunk[in].data(), chunk.size(), t); });
+      rows.push_back(time_runs(name, row_names::file_reduction_run_stream, "file", poison, [&] {
+        zero_then();
+        p.run(stream);
+        fetch();
+      }, check));
+    }
+    {
       PipelineOptions staged = o.pipeline;
       staged.host_memory = HostMemoryPolicy::stage;
       Pipeline p(staged);
@@ -308,7 +329,7 @@ void run_file_cases(const BenchOptions& o, BenchResult& result, const std::funct
 
   {  // Transform: y = 2x + 1 from the file into another file.
     const std::string name = "file affine";
-    BenchCase c{name, bytes, {}, true};
+    BenchCase c{name, bytes, {}, true, {}};
     c.bound.kernel_ms = affine_ms;
     RunVolume v;
     v.read_bytes = v.h2d_bytes = v.d2h_bytes = v.written_bytes = static_cast<double>(bytes);

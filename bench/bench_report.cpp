@@ -1,3 +1,6 @@
+// `sluice bench`'s report: the rows of every case with their spread, bound
+// and model, the fixed costs of the rows that were timed for them, and the
+// targets; or the same as JSON.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -5,13 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_result.hpp"
+#include "noise.hpp"
 #include "sluice/byte_size.hpp"
+#include "targets.hpp"
 #include "text_table.hpp"
 
 namespace sluice::bench {
 
 namespace {
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 nlohmann::json rates_json(const HostCopyRates& h) {
   nlohmann::json j{{"stage_in_gbps", h.stage_in_gbps}, {"stage_out_gbps", h.stage_out_gbps}, {"both_gbps", h.both_gbps}};
@@ -20,6 +24,94 @@ nlohmann::json rates_json(const HostCopyRates& h) {
 }
 nlohmann::json point_json(const LinkPoint& p) { return {{"h2d_gbps", p.h2d_gbps}, {"d2h_gbps", p.d2h_gbps}}; }
 
+std::string model_error(const MeasuredRow& row) {
+  if (!row.model_ms) return "";
+  return fmt::format("{:+.0f}%", 100.0 * (*row.model_ms - row.ms.median) / row.ms.median);
+}
+
+std::string spread_cell(const MeasuredRow& row) {
+  if (row.samples.size() < min_samples_to_resolve) return "";
+  return fmt::format("{:.1f}%", 100 * spread_of(row.samples).relative);
+}
+
+std::vector<std::string> row_cells(const MeasuredRow& row) {
+  if (!row.measured())
+    return {row.workload, format_bytes(row.bytes), row.method, "n/a", "", "", "", "", "", "", "", "", "not available: " + row.unavailable};
+  return {row.workload,
+          format_bytes(row.bytes),
+          row.method,
+          fmt::format("{:.3f}", row.ms.median),
+          spread_cell(row),
+          fmt::format("{:.1f}", row.gbps),
+          row.speedup > 0 ? fmt::format("{:.2f}x", row.speedup) : "",
+          fmt::format("{:.3f}", row.bound_ms),
+          row.bound_term,
+          fmt::format("{:.3f}", row.efficiency),
+          row.model_ms ? fmt::format("{:.3f}", *row.model_ms) : "",
+          model_error(row),
+          row.verified ? "yes" : "NO: " + row.detail};
+}
+
+// One line of the table that is not a row: the bound's terms, the host alone.
+std::vector<std::string> note_cells(const BenchCase& c, std::string text) {
+  std::vector<std::string> cells(13);
+  cells[0] = c.workload;
+  cells[1] = format_bytes(c.bytes);
+  cells[2] = std::move(text);
+  return cells;
+}
+
+std::string fixed_costs_text(const BenchResult& r) {
+  tools::TextTable table({"workload", "size", "method", "call to first copy ms", "last copy to return ms", "host us per chunk"});
+  bool pipeline_unfilled = false;
+  for (const auto& row : r.rows) {
+    if (!row.measured()) continue;
+    if (row.overhead)
+      table.add_row({row.workload, format_bytes(row.bytes), row.method, fmt::format("{:.3f}", row.overhead->start_ms),
+                     fmt::format("{:.3f}", row.overhead->end_ms), fmt::format("{:.1f}", row.overhead->host_us_per_chunk)});
+    else if (row.kind == RowKind::sluice && row.memory == "pinned")
+      pipeline_unfilled = true;
+  }
+  std::string out;
+  if (table.row_count() > 0)
+    out += "\nFixed costs of a run (medians of runs with their stages timed, apart from the timed runs; peers' from\n"
+           "their recorded runs: host clock at the call and return, events around every copy):\n" +
+           table.render();
+  if (pipeline_unfilled)
+    out += "\nFixed costs of sluice's runs: not available (this build's run reports leave RunReport::overhead at 0).\n";
+  return out;
+}
+
+nlohmann::json row_json(const MeasuredRow& row) {
+  nlohmann::json j{{"workload", row.workload}, {"bytes", row.bytes},   {"method", row.method},
+                   {"kind", to_string(row.kind)}, {"sluice", row.sluice()}, {"memory", row.memory}};
+  if (!row.measured()) {
+    j["unavailable"] = row.unavailable;
+    return j;
+  }
+  const Spread s = spread_of(row.samples.empty() ? std::vector<double>{row.ms.median} : row.samples);
+  j.update({{"median_ms", row.ms.median},   {"min_ms", row.ms.min},         {"max_ms", row.ms.max},
+            {"q25_ms", s.q25},              {"q75_ms", s.q75},              {"spread", s.relative},
+            {"samples_ms", row.samples},    {"gbps", row.gbps},             {"speedup_vs_sync", row.speedup},
+            {"bound_ms", row.bound_ms},     {"bound_term", row.bound_term}, {"efficiency", row.efficiency},
+            {"verified", row.verified},     {"detail", row.detail}});
+  if (row.model_ms) j["model_ms"] = *row.model_ms;
+  j["overhead"] = row.overhead ? nlohmann::json{{"start_ms", row.overhead->start_ms},
+                                                {"end_ms", row.overhead->end_ms},
+                                                {"host_us_per_chunk", row.overhead->host_us_per_chunk}}
+                               : nlohmann::json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+void CaseBound::recompute(const EngineRates& best) {
+  rates = best;
+  pinned = compute_bound(pinned_volume, rates);
+  const bool staged_known = staged_volume.staged_in_bytes > 0 || staged_volume.staged_out_bytes > 0;
+  staged = staged_known ? compute_bound(staged_volume, rates) : Bound{};
+}
+
 std::vector<const MeasuredRow*> rows_of(const BenchResult& r, const BenchCase& c) {
   std::vector<const MeasuredRow*> out;
   for (const auto& row : r.rows)
@@ -27,78 +119,11 @@ std::vector<const MeasuredRow*> rows_of(const BenchResult& r, const BenchCase& c
   return out;
 }
 
-const MeasuredRow* find(const std::vector<const MeasuredRow*>& rows, const std::string& method) {
-  for (const auto* row : rows)
-    if (row->method == method) return row;
-  return nullptr;
-}
-
-const MeasuredRow* find_prefix(const std::vector<const MeasuredRow*>& rows, const std::string& prefix) {
-  for (const auto* row : rows)
-    if (row->method.rfind(prefix, 0) == 0) return row;
-  return nullptr;
-}
-
-std::string model_error(const MeasuredRow& row) {
-  if (!row.model_ms) return "";
-  return fmt::format("{:+.0f}%", 100.0 * (*row.model_ms - row.ms.median) / row.ms.median);
-}
-}  // namespace
-
-std::vector<TargetCheck> check_targets(const BenchResult& r) {
-  std::vector<TargetCheck> checks;
-  for (const auto& c : r.cases) {
-    if (c.file) continue;
-    const auto rows = rows_of(r, c);
-    const std::string name = c.workload + " " + format_bytes(c.bytes);
-    const MeasuredRow* pinned = find(rows, "sluice pinned");
-    if (!pinned) continue;
-    for (const auto* row : rows)
-      if (row->efficiency > 1.02)
-        checks.push_back({fmt::format("{} {}: efficiency {:.3f} <= 1.00 (else the bound is wrong)", name, row->method,
-                                      row->efficiency),
-                          false});
-    if (c.bytes >= 256 * MiB)
-      checks.push_back({fmt::format("{}: pinned efficiency {:.3f} >= 0.95", name, pinned->efficiency),
-                        pinned->verified && pinned->efficiency >= 0.95});
-    const MeasuredRow* best_peer = nullptr;
-    for (const auto* row : rows)
-      if (!row->sluice && row->memory == "pinned" && (!best_peer || row->ms.median < best_peer->ms.median)) best_peer = row;
-    if (best_peer && c.bytes >= 64 * MiB)
-      checks.push_back({fmt::format("{}: sluice {:.2f} ms ahead of the best peer ({}, {:.2f} ms)", name,
-                                    pinned->ms.median, best_peer->method, best_peer->ms.median),
-                        pinned->verified && pinned->ms.median < best_peer->ms.median});
-    if (const MeasuredRow* sync = find(rows, "synchronous"); sync && c.bytes < 64 * MiB)
-      checks.push_back({fmt::format("{}: sluice {:.3f} ms no slower than synchronous {:.3f} ms", name, pinned->ms.median,
-                                    sync->ms.median),
-                        pinned->ms.median <= sync->ms.median});
-    if (const MeasuredRow* staged = find(rows, "sluice pageable, staged"))
-      checks.push_back({fmt::format("{}: pageable staged {:.3f} of the host-aware bound ({}) >= 0.90", name,
-                                    staged->efficiency, staged->bound_term),
-                        staged->verified && staged->efficiency >= 0.90});
-    const MeasuredRow* later = find_prefix(rows, "sluice pageable, automatic, runs after");
-    if (later)
-      checks.push_back({fmt::format("{}: automatic, later runs at {:.3f} of pinned speed >= 0.95", name,
-                                    pinned->ms.median / later->ms.median),
-                        later->verified && pinned->ms.median / later->ms.median >= 0.95});
-    const MeasuredRow* first = find(rows, "sluice pageable, automatic, first run");
-    const MeasuredRow* staged = find(rows, "sluice pageable, staged");
-    if (first && staged)
-      checks.push_back({fmt::format("{}: automatic first run {:.2f} ms no slower than staging {:.2f} ms (+3%)", name,
-                                    first->ms.median, staged->ms.median),
-                        first->ms.median <= staged->ms.median * 1.03});
-    for (const auto* row : rows)
-      if (row->model_ms)
-        checks.push_back({fmt::format("{} {}: model {:.2f} ms within 10% of {:.2f} ms", name, row->method, *row->model_ms,
-                                      row->ms.median),
-                          std::fabs(*row->model_ms - row->ms.median) <= 0.10 * row->ms.median});
-  }
-  return checks;
-}
-
 std::string bench_text(const BenchResult& r) {
-  std::string out = fmt::format("GPU {}: {} ({} copy engines); medians of {} runs after warm-up\n", r.device.ordinal,
-                                r.device.name, r.device.async_engine_count, r.repeats);
+  std::string out = fmt::format(
+      "GPU {}: {} ({} copy engines); medians of {} timed rounds at 256 MiB and more, up to 8x as many below, after a\n"
+      "warm-up round; IQR: the middle half of a row's runs, over its median\n",
+      r.device.ordinal, r.device.name, r.device.async_engine_count, r.repeats);
   out += fmt::format("link at its best: H2D {:.1f}, D2H {:.1f}, both ways {:.1f} GB/s (2:1 in {:.1f} + {:.1f}, 1:2 {:.1f} + "
                      "{:.1f} out)",
                      r.link.h2d_gbps, r.link.d2h_gbps, r.link.both_gbps, r.link.h2d_heavy.h2d_gbps,
@@ -113,65 +138,57 @@ std::string bench_text(const BenchResult& r) {
     out += fmt::format("\nhost memory shared: staging both ways {:.1f} GB/s while the link moved {:.1f} GB/s both ways",
                        r.staging_beside_link.stage_gbps, r.staging_beside_link.link_gbps);
   out += "\n\n";
-  tools::TextTable table(
-      {"workload", "size", "method", "ms", "GB/s", "vs sync", "bound ms", "set by", "efficiency", "model ms", "error", "verified"});
+  tools::TextTable table({"workload", "size", "method", "ms", "IQR", "GB/s", "vs sync", "bound ms", "set by", "efficiency",
+                          "model ms", "error", "verified"});
   for (const auto& c : r.cases) {
-    for (const auto* row : rows_of(r, c))
-      table.add_row({row->workload, format_bytes(row->bytes), row->method, fmt::format("{:.2f}", row->ms.median),
-                     fmt::format("{:.1f}", row->gbps), row->speedup > 0 ? fmt::format("{:.2f}x", row->speedup) : "",
-                     fmt::format("{:.2f}", row->bound_ms), row->bound_term, fmt::format("{:.3f}", row->efficiency),
-                     row->model_ms ? fmt::format("{:.2f}", *row->model_ms) : "", model_error(*row),
-                     row->verified ? "yes" : "NO: " + row->detail});
+    for (const auto* row : rows_of(r, c)) table.add_row(row_cells(*row));
     auto terms_row = [&](const char* label, const Bound& bound) {
       std::string terms;
-      for (const auto& t : bound.terms) terms += fmt::format("{} {:.2f}, ", t.name, t.ms);
+      for (const auto& t : bound.terms) terms += fmt::format("{} {:.3f}, ", t.name, t.ms);
       if (terms.empty()) return;
       terms.resize(terms.size() - 2);
-      table.add_row({c.workload, format_bytes(c.bytes), label + terms, "", "", "", "", "", "", "", "", ""});
+      table.add_row(note_cells(c, label + terms));
     };
     terms_row("bound terms: ", c.bound.pinned);
     if (!c.file) terms_row("staged bound terms: ", c.bound.staged);
+    if (c.host_alone && c.host_alone->measured())
+      table.add_row(note_cells(c, fmt::format("host alone, staging both ways with no GPU work: {:.3f} ms (IQR {})",
+                                              c.host_alone->ms.median, spread_cell(*c.host_alone))));
   }
   out += table.render();
   out += "\nbound = max(every engine alone at its best, measured in this run): link rates from large transfers, the\n"
          "kernel alone over all the data, host staging for pageable rows (alone, and sharing host memory with the\n"
          "link's copies), storage for file rows. efficiency = bound / time. GB/s counts input and output bytes;\n"
          "size is per array (file rows: the file).\n";
+  out += fixed_costs_text(r);
   for (const auto& note : r.notes) out += "note: " + note + "\n";
-  const auto checks = check_targets(r);
-  if (!checks.empty()) {
-    out += "\nTargets:\n";
-    for (const auto& c : checks) out += fmt::format("  [{}] {}\n", c.met ? "met" : "MISSED", c.what);
+  if (const auto checks = check_targets(r); !checks.empty()) {
+    out += "\n";
+    out += targets_text(checks);
+    out += "  (the tuner's targets: `sluice tune`; Python against C++: bench/python_bench.py)\n";
   }
   return out;
 }
 
 std::string bench_json(const BenchResult& r, int indent) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : r.rows) {
-    nlohmann::json j{{"workload", row.workload},   {"bytes", row.bytes},         {"method", row.method},
-                     {"sluice", row.sluice},       {"memory", row.memory},       {"median_ms", row.ms.median},
-                     {"min_ms", row.ms.min},       {"max_ms", row.ms.max},       {"gbps", row.gbps},
-                     {"speedup_vs_sync", row.speedup}, {"bound_ms", row.bound_ms}, {"bound_term", row.bound_term},
-                     {"efficiency", row.efficiency}, {"verified", row.verified}, {"detail", row.detail}};
-    if (row.model_ms) j["model_ms"] = *row.model_ms;
-    rows.push_back(j);
-  }
+  for (const auto& row : r.rows) rows.push_back(row_json(row));
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : r.cases) {
     nlohmann::json terms = nlohmann::json::array();
     for (const auto& t : c.bound.pinned.terms) terms.push_back({{"name", t.name}, {"ms", t.ms}});
-    cases.push_back({{"workload", c.workload},
+    nlohmann::json j{{"workload", c.workload},
                      {"bytes", c.bytes},
+                     {"file", c.file},
                      {"kernel_ms", c.bound.kernel_ms},
                      {"bound_ms", c.bound.pinned.ms},
                      {"limiter", c.bound.pinned.limiter},
                      {"staged_bound_ms", c.bound.staged.ms},
                      {"staged_limiter", c.bound.staged.limiter},
-                     {"terms", terms}});
+                     {"terms", terms}};
+    j["host_alone"] = c.host_alone && c.host_alone->measured() ? row_json(*c.host_alone) : nlohmann::json(nullptr);
+    cases.push_back(j);
   }
-  nlohmann::json targets = nlohmann::json::array();
-  for (const auto& c : check_targets(r)) targets.push_back({{"what", c.what}, {"met", c.met}});
   nlohmann::json host = rates_json(r.host_best);  // the bound's host term, with how it was measured beside it
   host["threads"] = r.host.threads;
   host["while_link_streams"] = rates_json(r.host);
@@ -189,7 +206,7 @@ std::string bench_json(const BenchResult& r, int indent) {
                         {"rows", rows},
                         {"cases", cases},
                         {"notes", r.notes},
-                        {"targets", targets}}
+                        {"targets", targets_json(check_targets(r))}}
       .dump(indent);
 }
 

@@ -1,5 +1,6 @@
 // PyTorch's rows: bench/torch_peer.py, run once for every case in the same
-// process tree as the rest of the bench, its JSON read back into rows.
+// process tree as the rest of the bench, its JSON read back into rows with
+// every timed run, so their spread is worked out as the bench's own.
 #include <fmt/format.h>
 
 #include "bench.hpp"
@@ -22,17 +23,16 @@ std::vector<MeasuredRow> torch_rows(const BenchOptions& o, std::string& note) {
       row.workload = r.at("workload").get<std::string>();
       row.bytes = r.at("bytes").get<std::size_t>();
       row.method = "PyTorch, " + r.at("method").get<std::string>();
+      row.kind = RowKind::pytorch;
       row.memory = r.at("memory").get<std::string>();
-      row.ms.count = r.at("count").get<std::size_t>();
-      row.ms.median = r.at("median_ms").get<double>();
-      row.ms.min = r.at("min_ms").get<double>();
-      row.ms.max = r.at("max_ms").get<double>();
+      row.samples = r.at("samples_ms").get<std::vector<double>>();
+      row.ms = summarize(row.samples);
       row.gbps = r.at("gbps").get<double>();
       row.verified = r.at("verified").get<bool>();
       row.detail = r.value("detail", "");
       rows.push_back(std::move(row));
     }
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // a malformed row, or one with no timed runs
     note = std::string("PyTorch peer's output could not be read: ") + e.what();
     return {};
   }

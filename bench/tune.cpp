@@ -8,17 +8,33 @@
 
 #include "absolute_bound.hpp"
 #include "bench.hpp"
+#include "measure.hpp"
+#include "noise.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device.hpp"
 #include "sluice/fixed_costs.hpp"
 #include "sluice/host_rates.hpp"
 #include "sluice/link_rates.hpp"
 #include "sluice/tuner.hpp"
-#include "text_table.hpp"
 
 namespace sluice::bench {
 
+using workloads::RowKind;
+
 namespace {
+constexpr const char* defaults_label = "defaults";
+constexpr const char* defaults_again_label = "defaults, again (a second pipeline)";
+
+// Every setting as the bench runs its workloads: kernels declared
+// independent. Pinned spans go straight to the copy engines whatever the
+// policy; pageable ones are staged, since the sweep is about chunks, not
+// registration.
+PipelineOptions run_options(const PipelineOptions& setting) {
+  PipelineOptions options = workloads::elementwise(setting);
+  options.host_memory = HostMemoryPolicy::stage;
+  return options;
+}
+
 std::string describe(const PipelineOptions& o, std::size_t item_bytes) {
   std::string text = format_bytes(o.chunk_items * item_bytes) + " chunks";
   if (o.first_chunk_items > 0) text += ", ramp from " + format_bytes(o.first_chunk_items * item_bytes);
@@ -26,20 +42,18 @@ std::string describe(const PipelineOptions& o, std::size_t item_bytes) {
 }
 constexpr std::size_t finalist_count = 3;
 
-// The defaults and the sweep's fastest few again, each once per round.
-std::vector<TunePoint> final_rounds(workloads::Problem& problem, const std::vector<TunePoint>& sweep, int repeats) {
-  std::vector<TunePoint> points{{PipelineOptions{}, "defaults", {}}};
+// The defaults (twice: two pipelines of one setting, to show the noise) and
+// the sweep's fastest few again, each once per round, through the same
+// function and the same rounds as the bench's pinned rows.
+std::vector<TunePoint> final_rounds(workloads::Problem& problem, const std::vector<TunePoint>& sweep, const TuneOptions& o) {
+  std::vector<TunePoint> points{{PipelineOptions{}, defaults_label, {}}, {PipelineOptions{}, defaults_again_label, {}}};
   for (std::size_t k = 0; k < std::min(finalist_count, sweep.size()); ++k) points.push_back(sweep[k]);
   std::vector<Pipeline> pipelines;
   std::vector<workloads::Contender> contenders;
-  for (auto& point : points) {
-    PipelineOptions options = workloads::elementwise(point.options);
-    options.host_memory = HostMemoryPolicy::stage;
-    pipelines.push_back(workloads::make_pipeline(problem, options));
-  }
+  for (auto& point : points) pipelines.push_back(workloads::make_pipeline(problem, run_options(point.options)));
   for (std::size_t k = 0; k < points.size(); ++k)
-    contenders.push_back({points[k].label, &problem, true, [&pipelines, k] { pipelines[k].run(); }, {}, {}});
-  const auto rows = workloads::measure_in_rounds(contenders, std::max(5, 2 * repeats));
+    contenders.push_back({points[k].label, &problem, RowKind::sluice, [&pipelines, k] { pipelines[k].run(); }, {}, {}});
+  const auto rows = workloads::measure_in_rounds(contenders, rounds_for(problem.items() * sizeof(float), o.final_repeats));
   for (std::size_t k = 0; k < points.size(); ++k) points[k].row = rows[k];
   return points;
 }
@@ -64,9 +78,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       c.bound_ms = b.ms;
       c.bound_term = b.limiter;
       auto measure = [&](const PipelineOptions& options, const std::string& label) {
-        PipelineOptions run_options = workloads::elementwise(options);
-        run_options.host_memory = HostMemoryPolicy::stage;  // the sweep is about chunks, not registration
-        Pipeline p = workloads::make_pipeline(problem, run_options);
+        Pipeline p = workloads::make_pipeline(problem, run_options(options));
         auto row = workloads::measure_row(label, problem, true, o.repeats, [&] { p.run(); });
         if (progress)
           progress(fmt::format("{} {} {}: {:.3f} ms{}", c.workload, format_bytes(bytes), label, row.ms.median,
@@ -79,13 +91,15 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       }
       auto fastest_first = [](const TunePoint& x, const TunePoint& y) { return x.row.ms.median < y.row.ms.median; };
       std::sort(c.sweep.begin(), c.sweep.end(), fastest_first);
-      c.finalists = final_rounds(problem, c.sweep, o.repeats);
+      c.finalists = final_rounds(problem, c.sweep, o);
       for (auto& f : c.finalists) {
-        if (f.label == "defaults") c.defaults = f.row;
+        if (f.label == defaults_label) c.defaults = f.row;
+        if (f.label == defaults_again_label) c.defaults_again = f.row;
         if (progress)
           progress(fmt::format("{} {} final rounds, {}: {:.3f} ms", c.workload, format_bytes(bytes), f.label, f.row.ms.median));
       }
-      std::erase_if(c.finalists, [](const TunePoint& f) { return f.label == "defaults"; });
+      std::erase_if(c.finalists,
+                    [](const TunePoint& f) { return f.label == defaults_label || f.label == defaults_again_label; });
       std::sort(c.finalists.begin(), c.finalists.end(), fastest_first);
       ModelInput base;
       // Staged runs at the staging rate they see beside their own copies, as in the bench.
@@ -102,64 +116,6 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       cases.push_back(std::move(c));
     }
   return cases;
-}
-
-ModelErrors model_errors(const TuneCase& c) {
-  ModelErrors e;
-  std::vector<double> errors;
-  for (const auto& p : c.sweep) {
-    if (p.model_ms <= 0 || p.row.ms.median <= 0) continue;
-    const double error = p.model_ms / p.row.ms.median - 1;
-    errors.push_back(error);
-    if (std::fabs(error) <= 0.10) ++e.within_10_percent;
-    if (std::fabs(error) > std::fabs(e.worst)) e.worst = error;
-  }
-  e.count = errors.size();
-  if (errors.empty()) return e;
-  std::vector<double> magnitudes;
-  for (double error : errors) magnitudes.push_back(std::fabs(error));
-  std::nth_element(magnitudes.begin(), magnitudes.begin() + magnitudes.size() / 2, magnitudes.end());
-  e.median_abs = magnitudes[magnitudes.size() / 2];
-  return e;
-}
-
-std::string tune_text(const std::vector<TuneCase>& cases) {
-  std::string out;
-  tools::TextTable summary({"workload", "size", "defaults ms", "best ms", "best setting", "gap", "model's pick",
-                            "its ms", "bound ms", "set by", "all verified"});
-  for (const auto& c : cases) {
-    bool verified = c.defaults.verified;
-    for (const auto& p : c.sweep) verified &= p.row.verified;
-    for (const auto& p : c.finalists) verified &= p.row.verified;
-    const auto& best = c.finalists.empty() ? c.sweep.front() : c.finalists.front();
-    summary.add_row({c.workload, format_bytes(c.bytes), fmt::format("{:.3f}", c.defaults.ms.median),
-                     fmt::format("{:.3f}", best.row.ms.median), best.label,
-                     fmt::format("{:+.1f}%", 100.0 * (c.defaults.ms.median / best.row.ms.median - 1)), c.model_label,
-                     fmt::format("{:.3f}", c.model_pick_ms), fmt::format("{:.3f}", c.bound_ms), c.bound_term,
-                     verified ? "yes" : "NO"});
-  }
-  out += summary.render();
-  out += "\ngap = defaults over the fastest setting, minus one (target: within +3%), both from the final\n"
-         "rounds: the defaults and the sweep's three fastest measured again, each once per round.\n";
-  tools::TextTable model({"workload", "size", "settings", "model within 10%", "median |error|", "worst error"});
-  for (const auto& c : cases) {
-    const ModelErrors e = model_errors(c);
-    model.add_row({c.workload, format_bytes(c.bytes), std::to_string(e.count),
-                   fmt::format("{} of {}", e.within_10_percent, e.count), fmt::format("{:.1f}%", 100 * e.median_abs),
-                   fmt::format("{:+.1f}%", 100 * e.worst)});
-  }
-  out += "\nThe model over the sweep (target: within 10% of measured):\n" + model.render();
-  for (const auto& c : cases) {
-    out += fmt::format("\n{} {}: the sweep, fastest first\n", c.workload, format_bytes(c.bytes));
-    tools::TextTable table({"setting", "ms", "vs best", "model ms", "error", "verified"});
-    for (const auto& p : c.sweep)
-      table.add_row({p.label, fmt::format("{:.3f}", p.row.ms.median),
-                     fmt::format("{:.3f}", p.row.ms.median / c.sweep.front().row.ms.median),
-                     fmt::format("{:.3f}", p.model_ms), fmt::format("{:+.0f}%", 100 * (p.model_ms / p.row.ms.median - 1)),
-                     p.row.verified ? "yes" : "NO"});
-    out += table.render();
-  }
-  return out;
 }
 
 }  // namespace sluice::bench

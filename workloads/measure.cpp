@@ -1,7 +1,11 @@
 #include "measure.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <thread>
 
+#include "peers.hpp"
 #include "sluice/error.hpp"
 #include "sluice/stream.hpp"
 
@@ -30,25 +34,54 @@ Pipeline make_pipeline(Problem& p, const PipelineOptions& options) {
   return std::move(make_workload_pipeline(p, options).pipeline);
 }
 
-namespace {
-
-double timed_run_ms(Problem& problem, const std::function<void()>& run) {
-  problem.poison_output();
-  const auto begin = std::chrono::steady_clock::now();
-  run();
-  SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+void poison(Problem& problem) {
+  const std::span<float> out = problem.output();
+  constexpr std::size_t per_thread = std::size_t{64} << 20;  // bytes below which one thread is as fast
+  const std::size_t threads = std::clamp<std::size_t>(out.size_bytes() / per_thread, 1, 8);
+  const float nan = std::nanf("");
+  if (threads == 1) {
+    std::fill(out.begin(), out.end(), nan);
+    return;
+  }
+  const std::size_t share = (out.size() + threads - 1) / threads;
+  std::vector<std::jthread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    const std::size_t begin = std::min(out.size(), t * share), end = std::min(out.size(), begin + share);
+    workers.emplace_back([=] { std::fill(out.begin() + begin, out.begin() + end, nan); });
+  }
 }
 
-MeasuredRow row_of(std::string method, Problem& problem, bool sluice, const std::vector<double>& samples) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+double timed_run_ms(Problem& problem, const std::function<void()>& run) {
+  poison(problem);
+  const auto begin = Clock::now();
+  run();
+  SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+  return ms_between(begin, Clock::now());
+}
+
+MeasuredRow row_of(const Contender& c, std::vector<double> samples) {
+  Problem& problem = *c.problem;
   MeasuredRow row;
   row.workload = problem.workload().name();
   row.bytes = problem.items() * sizeof(float);
-  row.method = std::move(method);
-  row.sluice = sluice;
+  row.method = c.method;
+  row.kind = c.kind;
   row.memory = problem.memory() == Problem::Memory::pinned ? "pinned" : "pageable";
   row.ms = summarize(samples);
+  row.samples = std::move(samples);
   row.gbps = gb_per_s(problem.bytes_moved(), row.ms.median);
+  if (!c.checks_result) {
+    row.detail = "no result to check: host copies only";
+    return row;
+  }
   const Verification v = problem.verify();
   row.verified = v.ok;
   row.detail = v.detail;
@@ -58,29 +91,60 @@ MeasuredRow row_of(std::string method, Problem& problem, bool sluice, const std:
 }  // namespace
 
 MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run) {
-  return measure_in_rounds({{std::move(method), &problem, sluice, run, {}, {}}}, repeats).front();
+  const Contender c{std::move(method), &problem, sluice ? RowKind::sluice : RowKind::hand_written, run, {}, {}};
+  return measure_in_rounds({c}, repeats).front();
 }
 
-std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats) {
+std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats, int warmups) {
   std::vector<std::vector<double>> samples(contenders.size());
   std::vector<MeasuredRow> rows(contenders.size());
-  for (int round = -1; round < repeats; ++round) {  // round -1 is the warm-up
+  for (int round = -warmups; round < repeats; ++round) {  // negative rounds are the warm-up
     for (std::size_t k = 0; k < contenders.size(); ++k) {
       const Contender& c = contenders[k];
       if (c.before) c.before();
       const double ms = timed_run_ms(*c.problem, c.run);
       if (round >= 0) samples[k].push_back(ms);
-      if (round + 1 == repeats) rows[k] = row_of(c.method, *c.problem, c.sluice, samples[k]);
+      if (round + 1 == repeats) rows[k] = row_of(c, std::move(samples[k]));
       if (c.after) c.after();
     }
   }
   return rows;
 }
 
+std::optional<RunReport::Overhead> pipeline_overhead(Problem& problem, PipelineOptions options, int runs) {
+  options.record = true;
+  Pipeline p = make_pipeline(problem, options);
+  std::vector<RunReport::Overhead> costs;
+  for (int k = -1; k < runs; ++k) {
+    poison(problem);
+    const RunReport report = p.run();
+    if (k >= 0 && filled(report.overhead)) costs.push_back(report.overhead);
+  }
+  return median_overhead(costs);
+}
+
+std::optional<RunReport::Overhead> peer_overhead(Problem& problem, Peer& peer, int runs) {
+  std::vector<RunReport::Overhead> costs;
+  Stream origin;
+  for (int k = -1; k < runs; ++k) {
+    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+    poison(problem);
+    TraceRecorder recorder(origin);
+    const auto zero = Clock::now();  // the origin event was recorded just before, on an idle stream
+    const auto call = Clock::now();
+    peer.run(problem, &recorder);
+    const auto returned = Clock::now();
+    const auto intervals = recorder.intervals();
+    const HostMarks marks{ms_between(zero, call), ms_between(zero, peer.enqueued()), ms_between(zero, returned)};
+    if (const auto o = overhead_of(intervals, marks); k >= 0 && o) costs.push_back(*o);
+  }
+  return median_overhead(costs);
+}
+
 Trace traced_run(std::string title, Problem& problem, std::optional<double> bound_ms,
                  const std::function<void(TraceRecorder*)>& run) {
   SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-  problem.poison_output();
+  poison(problem);
   Stream origin;
   TraceRecorder recorder(origin);
   const auto begin = std::chrono::steady_clock::now();
@@ -93,7 +157,7 @@ Trace traced_run(std::string title, Problem& problem, std::optional<double> boun
 
 Trace traced_pipeline(std::string title, Problem& problem, PipelineOptions options, std::optional<double> bound_ms) {
   options.record = true;
-  problem.poison_output();
+  poison(problem);
   Trace trace = make_trace(std::move(title), make_pipeline(problem, options).run());
   trace.bound_ms = bound_ms;
   return trace;

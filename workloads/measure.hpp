@@ -2,38 +2,22 @@
 // Measure and verify, the way every figure sluice prints is made: outputs
 // poisoned first, a warm-up run, the median of timed runs (each ending with
 // the output in host memory), the last run's output checked against the CPU
-// reference. Shared by the demos and the bench.
+// reference. Shared by the demos, the bench and the tuner: a setting that
+// both the bench and the tuner measure goes through measure_in_rounds in
+// both, with the same rounds, warm-up, poisoning and clock.
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "sluice/model.hpp"
+#include "measured_row.hpp"
+#include "run_overhead.hpp"
 #include "sluice/pipeline.hpp"
-#include "sluice/stats.hpp"
 #include "sluice/trace.hpp"
 #include "sluice/trace_recorder.hpp"
 #include "workload.hpp"
 
 namespace sluice::workloads {
-
-struct MeasuredRow {
-  std::string workload;
-  std::size_t bytes = 0;  // per array
-  std::string method;
-  bool sluice = false;     // a sluice pipeline row, as opposed to a peer
-  std::string memory;      // "pinned", "pageable", "registered", "file", ...
-  Summary ms;
-  double gbps = 0;         // bytes in + out over the median time
-  double speedup = 0;      // synchronous (pinned) median over this median
-  double bound_ms = 0;     // the absolute bound this row is judged by
-  std::string bound_term;  // the engine that sets it
-  double efficiency = 0;   // bound over this median
-  std::optional<double> model_ms;  // the model's prediction, for sluice rows
-  std::optional<ModelInput> model_input;  // what it was made from
-  bool verified = false;
-  std::string detail;      // why verification failed
-};
 
 // The workload as a pipeline over a problem's arrays, keeping its handles so
 // the same pipeline can be pointed at another problem of the same shape.
@@ -66,18 +50,38 @@ MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int r
 struct Contender {
   std::string method;
   Problem* problem = nullptr;
-  bool sluice = false;
+  RowKind kind = RowKind::hand_written;
   std::function<void()> run;
   std::function<void()> before;  // untimed, before each run (optional)
   std::function<void()> after;   // untimed, after each run and its check (optional)
+  // False for a measurement that makes no result (host copies alone): its
+  // row says so instead of being checked against the reference.
+  bool checks_result = true;
 };
 
-// Every contender once per round: a warm-up round, then `repeats` timed
-// rounds. Drift in the machine (clocks, host memory, other load) then
+// Every contender once per round: `warmups` untimed rounds, then `repeats`
+// timed rounds. Drift in the machine (clocks, host memory, other load) then
 // reaches every row alike instead of whichever ran while it lasted, which
 // matters when rows a few percent apart are compared. Outputs are poisoned
-// before every run; each contender's output is checked after its last run.
-std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats);
+// before every run (the poison is not timed); each contender's output is
+// checked after its last run. Every run is timed by the host clock from the
+// call to the device being idle again, with no timing events in the run.
+std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats, int warmups = 1);
+
+// NaN in every element of the problem's output, with several threads where
+// it is large (one thread writes about 10 GB/s on the H200's host: 0.4 s a
+// run at 4 GiB).
+void poison(Problem& problem);
+
+class Peer;
+// A run's fixed costs, the median of `runs` runs after a warm-up, each with
+// its output poisoned first as in the timed runs; measured apart from them,
+// because timing a run's stages adds events to it.
+// A pipeline's, as its own reports give them (PipelineOptions::record):
+// unset where the engine leaves them 0.
+std::optional<RunReport::Overhead> pipeline_overhead(Problem& problem, PipelineOptions options, int runs);
+// A hand-written peer's, from recorded runs (run_overhead.hpp).
+std::optional<RunReport::Overhead> peer_overhead(Problem& problem, Peer& peer, int runs);
 
 // One untimed run of `run` with a recorder: its timeline, titled, with the
 // host-measured wall time and the bound beside it.

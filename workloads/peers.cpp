@@ -76,6 +76,7 @@ class Synchronous final : public Peer {
     maybe_record(recorder, legacy, Lane::d2h, 0, bytes, 0, [&] {
       SLUICE_CUDA_CHECK(cudaMemcpy(p.output().data(), device_.output(0), bytes, cudaMemcpyDeviceToHost));
     });
+    mark_enqueued();  // each call above waited for its work: nothing was left to enqueue
   }
 
  private:
@@ -102,6 +103,7 @@ class Staircase final : public Peer {
       maybe_record(recorder, s, Lane::d2h, i, bytes_out(r), lane_row,
                    [&] { copy_out(p, device_.output(r.begin), r, s); });
     }
+    mark_enqueued();
     for (auto& s : streams_) s.synchronize();
   }
 
@@ -134,6 +136,7 @@ class TripleBuffer final : public Peer {
       maybe_record(recorder, d2h_, Lane::d2h, c, bytes_out(r), 0, [&] { copy_out(p, slot.output(0), r, d2h_); });
       copied_out_[s].record(d2h_);
     }
+    mark_enqueued();
     d2h_.synchronize();
   }
 

@@ -3,6 +3,7 @@
 // careful user would, to run beside sluice's pipeline on the same data.
 // Each run() does the whole job and returns once the output is in host memory;
 // with a recorder, each copy and kernel becomes an interval of its timeline.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,9 +18,19 @@ namespace sluice::workloads {
 
 class Peer {
  public:
+  using Clock = std::chrono::steady_clock;
   virtual ~Peer() = default;
   virtual std::string name() const = 0;
   virtual void run(Problem& problem, TraceRecorder* recorder = nullptr) = 0;
+  // When the last run had enqueued all its work and began to wait for it:
+  // what its host cost per chunk is measured to (run_overhead.hpp).
+  Clock::time_point enqueued() const { return enqueued_; }
+
+ protected:
+  void mark_enqueued() { enqueued_ = Clock::now(); }
+
+ private:
+  Clock::time_point enqueued_{};
 };
 
 // cudaMemcpy -> kernel -> cudaMemcpy on the legacy default stream: nothing overlaps.

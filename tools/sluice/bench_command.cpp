@@ -43,7 +43,7 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--workloads", args->workloads, "comma-separated: sincosN, vadd, copy; empty for none")
       ->capture_default_str();
   cmd->add_option("--sizes", args->sizes, "comma-separated bytes per array, e.g. 64MiB,4GiB")->capture_default_str();
-  cmd->add_option("--repeat", args->options.repeats, "timed runs per row (median reported)")
+  cmd->add_option("--repeat", args->options.repeats, "timed rounds per row at 256 MiB and above, up to 8x as many below (median and IQR reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--chunk", args->options.pipeline.chunk_items, "items per chunk for the pipeline (0: default)");

@@ -1,0 +1,30 @@
+#pragma once
+// Replayed runs: a pipeline's run captured once as a CUDA graph and then
+// replayed, so a run's fixed costs are paid at capture, not at every run.
+// The bench measures them beside "sluice pinned" (row kind
+// RowKind::sluice_replayed, named row_names::replayed) at every size, and
+// the targets hold them to being faster than run() at 4-64 MiB and a 4 MiB
+// copy to 0.55 of its bound.
+//
+// The pipeline cannot replay runs yet: make_replayed_run() says so, and the
+// bench prints the row as not available. Once it can, make_replayed_run()
+// builds the replaying pipeline and returns how to run it once; nothing
+// else in the bench changes.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "sluice/pipeline_options.hpp"
+#include "workload.hpp"
+
+namespace sluice::bench {
+
+struct ReplayedRun {
+  std::string unavailable;     // why there is no replayed run, when there is none
+  std::function<void()> run;   // one replayed run, returning with the output in host memory
+  std::shared_ptr<void> keep;  // what `run` needs alive
+};
+
+ReplayedRun make_replayed_run(workloads::Problem& problem, const PipelineOptions& options);
+
+}  // namespace sluice::bench
