@@ -18,6 +18,7 @@
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 #include "sluice/fixed_costs.hpp"
+#include "sluice/host_registration.hpp"
 #include "sluice/staging_pool.hpp"
 #include "sluice/staging_rates.hpp"
 #include "sluice/tuner.hpp"
@@ -93,31 +94,6 @@ class CaseRunner {
       progress_(fmt::format("  lanes, {}: wall {:.2f} ms; busy:{}", title, trace.wall_ms, busy));
     }
     result_.traces.push_back(std::move(trace));
-  }
-
-  // First runs of the automatic policy over the pageable arrays: what a user
-  // streaming the memory once pays. The pipeline's slots are allocated
-  // beforehand on the pinned arrays, as a reused pipeline's would be; moving
-  // the spans back after each run undoes the registration, untimed.
-  workloads::Contender automatic_first_run(workloads::WorkloadPipeline& wp, Problem& pageable, Problem& pinned) {
-    wp.run();
-    return {"sluice pageable, automatic, first run", &pageable, RowKind::sluice, [&wp] { wp.run(); },
-            [&wp, &pageable] { wp.bind(pageable); }, [&wp, &pinned] { wp.bind(pinned); }};
-  }
-
-  // Later runs of the automatic policy: run until the spans are registered.
-  MeasuredRow automatic_later_runs(Problem& problem, PipelineOptions options) {
-    options.host_memory = HostMemoryPolicy::automatic;
-    Pipeline p = workloads::make_pipeline(problem, options);
-    int runs = 1;
-    for (; runs <= 20; ++runs) {
-      const RunReport r = p.run();
-      if (r.volume.staged_in_bytes == 0 && r.volume.staged_out_bytes == 0) break;
-    }
-    MeasuredRow row = measure(fmt::format("sluice pageable, automatic, runs after the {}", ordinal(runs)), problem,
-                              [&] { p.run(); });
-    row.memory = "registered";
-    return row;
   }
 
   // The pinned rows: the peers' sweeps and sluice in rounds, then the
@@ -222,21 +198,18 @@ class CaseRunner {
     return rows;
   }
 
-  // The pageable rows: staging and first automatic runs in rounds (with the
-  // host alone beside them from 256 MiB), while nothing holds the pageable
-  // arrays registered; then registered and later automatic runs.
+  // The pageable rows: staging in rounds (with the host alone beside it from
+  // 256 MiB), while nothing holds the pageable arrays registered; then the
+  // same arrays page-locked by the caller, who holds the registrations (the
+  // default policy stages memory it is lent, and never leaves it locked).
   std::vector<MeasuredRow> pageable_rows(BenchCase& c, Problem& pageable, Problem& pinned, workloads::Peer& sync,
                                          const PipelineOptions& base) {
     PipelineOptions staged = base;
     staged.host_memory = HostMemoryPolicy::stage;
-    PipelineOptions automatic = base;
-    automatic.host_memory = HostMemoryPolicy::automatic;
     Pipeline sluice_staged = workloads::make_pipeline(pageable, staged);
-    auto first_runs = workloads::make_workload_pipeline(pinned, automatic);
     std::vector<workloads::Contender> in_rounds{
         {"synchronous, pageable", &pageable, RowKind::hand_written, [&] { sync.run(pageable); }, {}, {}},
-        {row_names::staged, &pageable, RowKind::sluice, [&] { sluice_staged.run(); }, {}, {}},
-        automatic_first_run(first_runs, pageable, pinned)};
+        {row_names::staged, &pageable, RowKind::sluice, [&] { sluice_staged.run(); }, {}, {}}};
     std::optional<StagingPool> pool;
     std::optional<HostAlone> host_alone;
     if (c.bytes >= (std::size_t{256} << 20)) {
@@ -257,18 +230,17 @@ class CaseRunner {
     with_model(rows.back(), detail::model_input(result_, c, pageable, staged, true));
     with_overhead(rows.back(), pageable, staged);
     record_lanes(row_names::staged, pageable, staged, c.bound.staged.ms);
-    PipelineOptions registered = base;
-    registered.host_memory = HostMemoryPolicy::register_memory;
     {
-      Pipeline sluice_registered = workloads::make_pipeline(pageable, registered);
-      rows.push_back(measure("sluice pageable, registered (in the warm-up run)", pageable, [&] { sluice_registered.run(); }));
+      std::vector<HostRegistration> held;
+      for (std::size_t k = 0; k <= pageable.workload().input_count(); ++k) {
+        const std::span<float> array = pageable.array(k);
+        held.emplace_back(array.data(), array.size_bytes());
+      }
+      Pipeline sluice_registered = workloads::make_pipeline(pageable, base);
+      rows.push_back(measure(row_names::registered, pageable, [&] { sluice_registered.run(); }));
       rows.back().memory = "registered";
-      with_model(rows.back(), detail::model_input(result_, c, pageable, registered, false));
+      with_model(rows.back(), detail::model_input(result_, c, pageable, base, false));
     }
-    rows.push_back(measured[2]);
-    with_model(rows.back(), detail::model_input(result_, c, pageable, staged, true));
-    rows.push_back(automatic_later_runs(pageable, base));
-    with_model(rows.back(), detail::model_input(result_, c, pageable, base, false));
     return rows;
   }
 

@@ -21,6 +21,7 @@ inline constexpr const char* pinned = "sluice pinned";
 inline constexpr const char* pinned_again = "sluice pinned, again (a second pipeline, same settings)";
 inline constexpr const char* replayed = "sluice pinned, replayed";
 inline constexpr const char* staged = "sluice pageable, staged";
+inline constexpr const char* registered = "sluice pageable, registered by the caller";
 inline constexpr const char* file_reduction_run_stream = "sluice, file source, run(stream), 16 MiB chunks";
 }  // namespace row_names
 

@@ -44,6 +44,8 @@ class Problem {
   Memory memory() const { return memory_; }
   std::span<const float> input(std::size_t k) const;
   std::span<float> output();
+  // Array k: the inputs, then the output.
+  std::span<float> array(std::size_t k) { return {data(k), items_}; }
   double bytes_moved() const { return static_cast<double>(items_ * sizeof(float) * (workload_.input_count() + 1)); }
 
   // NaN in every output element, so an element nobody wrote cannot pass.

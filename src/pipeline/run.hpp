@@ -98,6 +98,7 @@ class Run {
   Clock::time_point called_, host_origin_;
   double host_end_ms_ = 0;
   double driver_busy_ms_ = 0;  // host time the driver spent submitting
+  double first_copy_ms_ = 0, last_copy_ms_ = 0;  // device times from the origin, for RunReport::overhead
   // Waits for chunks from this one on poll rather than sleep: the last
   // ~32 MiB of a run, where a late wake-up would add to the run's time
   // instead of hiding behind later chunks.

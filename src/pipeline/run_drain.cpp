@@ -90,6 +90,12 @@ void Run::record_device_intervals(std::size_t chunk) {
   for (const Op* op : {&h2d, &compute, &d2h}) {
     const OpTimes t = exec_.times(op->ref);
     drain_intervals_.push_back({op->lane, chunk, t.start_ms, t.end_ms, op->bytes, static_cast<int>(op->stream)});
+    // The run's first copy in and last copy out, read now: the event set is reused later.
+    if (chunk == 0 && op->ref.stage == (schedule_->in_item_bytes() > 0 ? Stage::h2d : Stage::compute))
+      first_copy_ms_ = t.start_ms;
+    if (chunk + 1 == schedule_->chunk_count() &&
+        op->ref.stage == (schedule_->out_item_bytes() > 0 ? Stage::d2h : Stage::compute))
+      last_copy_ms_ = t.end_ms;
   }
 }
 

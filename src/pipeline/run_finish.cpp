@@ -45,22 +45,23 @@ std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
 // fails the run, and the sinks after it are abandoned with the rest.
 void Run::commit_sinks(std::size_t items_done) {
   SpanSet& spans = core_.spans();
-  std::size_t committed = 0;
-  for (; committed < spans.size() && !failed_; ++committed) {
-    Sink* sink = spans[committed].sink.get();
+  const std::size_t last = schedule_->chunk_count() > 0 ? schedule_->chunk_count() - 1 : 0;
+  std::size_t k = 0;  // the first sink not committed
+  for (; k < spans.size() && !failed_; ++k) {
+    Sink* sink = spans[k].sink.get();
     if (!sink) continue;
     try {
       sink->commit();
     } catch (const IoError&) {
-      fail(Failure::io, schedule_->chunk_count() - 1, "commit, " + spans[committed].describe(committed),
-           std::current_exception());
+      fail(Failure::io, last, "commit, " + spans[k].describe(k), std::current_exception());
+      break;  // this sink, and those after it, are abandoned
     } catch (...) {
-      fail(Failure::component, schedule_->chunk_count() - 1, "commit, " + spans[committed].describe(committed),
-           std::current_exception());
+      fail(Failure::component, last, "commit, " + spans[k].describe(k), std::current_exception());
+      break;
     }
   }
   if (!failed_) return;
-  for (std::size_t k = committed; k < spans.size(); ++k)
+  for (; k < spans.size(); ++k)
     if (spans[k].sink) spans[k].sink->abandon(items_done);
 }
 
@@ -130,10 +131,8 @@ RunReport Run::finish() {
       report.volume.kernel_ms = compute_union_ms(drain_intervals_);
       // The device's origin is marked as the run starts, when its streams are
       // idle: it stands for the host's origin within a few microseconds.
-      const OpTimes first = exec_.times({0, s.in_item_bytes() > 0 ? Stage::h2d : Stage::compute});
-      const OpTimes last = exec_.times({n - 1, s.out_item_bytes() > 0 ? Stage::d2h : Stage::compute});
-      report.overhead.start_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count() + first.start_ms;
-      report.overhead.end_ms = std::max(0.0, host_ms(Clock::now()) - last.end_ms);
+      report.overhead.start_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count() + first_copy_ms_;
+      report.overhead.end_ms = std::max(0.0, host_ms(Clock::now()) - last_copy_ms_);
       report.overhead.host_us_per_chunk = driver_busy_ms_ * 1000.0 / static_cast<double>(n);
     }
     if (core_.options().record) {
