@@ -22,6 +22,10 @@
 
 namespace sluice {
 
+namespace detail {
+struct UntypedSpans;  // language bindings, whose item types are known only at run time
+}
+
 struct MultiReport {
   struct Part {
     int device = 0;
@@ -62,6 +66,7 @@ class MultiPipeline {
   MultiReport run();
 
  private:
+  friend struct detail::UntypedSpans;
   struct Span {
     std::byte* data;
     std::size_t items, item_bytes;
