@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -13,6 +16,7 @@
 #include "sluice/device_buffer.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file_io.hpp"
+#include "sluice/host_fn.hpp"
 #include "sluice/pinned_buffer.hpp"
 #include "sluice/prefetcher.hpp"
 #include "sluice/stream.hpp"
@@ -272,38 +276,29 @@ TEST_F(PrefetcherTest, DestroyedWithBatchesInFlightJoinsAndLeaksNothing) {
   step.synchronize();
 }
 
-// Spins until *flag is set, or `ns` pass: a stream that stays busy for as long as the test wants.
-__global__ void wait_for_flag(const volatile int* flag, unsigned long long ns) {
-  unsigned long long start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (*flag == 0 && now - start < ns);
-}
-
 TEST_F(PrefetcherTest, DestroyingALoaderWaitsForItsOwnWorkNotForOtherStreams) {
-  // Another stream of the process is busy (a kernel that runs until the test
-  // lets it go, or 20 s). A loader that synchronised the device on its way
-  // out would wait for that kernel: it must wait only for its own copies.
+  // Another stream of the process is busy: a host function in it waits until
+  // the test lets it go (or 20 s pass). It holds no SM, so the loader's own
+  // copies and kernels run meanwhile. A loader that synchronised the device
+  // on its way out would wait for that stream: it must wait only for its own work.
   const auto pattern = shards({20'000}, 2);
-  sluice::PinnedBuffer<int> flag(1, cudaHostAllocMapped);
-  flag[0] = 0;
-  int* device_flag = nullptr;
-  SLUICE_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), flag.data(), 0));
+  std::atomic<bool> let_go{false};
   sluice::Stream step, other;
   {
     LoaderOptions o;
     o.batch = 8;
     TokenLoader loader({pattern}, 64, o);  // made first: allocating pinned memory may wait for the device
-    wait_for_flag<<<1, 1, 0, other.get()>>>(device_flag, 20'000'000'000ull);
-    SLUICE_CUDA_CHECK(cudaGetLastError());
+    sluice::enqueue_host(other, [&let_go] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!let_go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
     loader.next(step);
     loader.next(step);
   }
   const cudaError_t busy = cudaStreamQuery(other.get());
-  __atomic_store_n(flag.data(), 1, __ATOMIC_SEQ_CST);
+  let_go = true;
   other.synchronize();
-  EXPECT_EQ(busy, cudaErrorNotReady) << "the loader's destructor waited for another stream's kernel";
+  EXPECT_EQ(busy, cudaErrorNotReady) << "the loader's destructor waited for another stream's work";
 }
 
 TEST_F(PrefetcherTest, BatchesThatCannotFitAreRefusedBeforeTheFirst) {
