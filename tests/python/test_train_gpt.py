@@ -10,7 +10,6 @@ import sys
 
 import pytest
 
-import sluice
 from conftest import ROOT, gpu
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: the training example needs it")
