@@ -46,9 +46,9 @@ class BatchReader {
   std::size_t seq() const { return windows_.seq(); }
   // Rows of the batch at `at`, into `out`; returns the rows.
   std::size_t read(LoaderState at, std::uint16_t* out) const {
-    const std::size_t rows = plan_.batch_rows(at.batch), bytes = (seq() + 1) * 2;
+    const std::size_t rows = plan_.batch_rows(at), bytes = (seq() + 1) * 2;
     for (std::size_t r = 0; r < rows; ++r) {
-      const TokenWindow w = windows_.window(plan_.item(at.epoch, at.batch, r));
+      const TokenWindow w = windows_.window(plan_.item(at, r));
       const auto offset = static_cast<off_t>(windows_.shards()[w.shard].data_offset() + w.first_token * 2);
       if (::pread(fds_[w.shard], out + r * (seq() + 1), bytes, offset) != static_cast<ssize_t>(bytes))
         throw ShardError(windows_.shards()[w.shard].path + ": short read at offset " + std::to_string(offset));

@@ -26,6 +26,10 @@
 
 namespace sluice {
 
+namespace detail {
+struct PipelineAccess;  // language bindings, whose item types are known only at run time
+}
+
 struct MultiReport {
   struct Part {
     int device = 0;
@@ -71,6 +75,7 @@ class MultiPipeline {
  private:
   struct OnHost {};
   MultiPipeline(OnHost, std::vector<HostExecutor> parts, PipelineOptions options);
+  friend struct detail::PipelineAccess;
   struct Span {
     std::byte* data;
     std::size_t items, item_bytes;

@@ -12,14 +12,25 @@
 // pinned slots straight from the files (pread), a copy stream at the
 // device's lowest priority copies each batch over and widens its tokens to
 // int32 on the GPU (the link carries 2 bytes a token, not 4), and records the
-// batch's ready event. next() makes the consumer's stream wait on that event;
-// the host never waits for the device per batch. A batch's device memory
-// stays valid until the next call to next(), which releases it in the
-// consumer stream's order: a slot is refilled only once the consumer's
-// stream has passed that point. Memory is fixed at construction.
+// batch's ready event. next() makes the consumer's stream wait on that event
+// (and records one of its own there, which releases the previous batch): one
+// wait, and nothing else, per batch on the step's stream; the host never
+// waits for the device per batch. A batch's device memory stays valid until
+// the next call to next(), which releases it in the consumer stream's order:
+// a slot is refilled only once the consumer's stream has passed that point.
+// Memory is fixed at construction.
+//
+// The order of batches is global (batch_plan.hpp): rank r of `world` reads
+// its slice of each global batch of `batch x world` rows, every rank serves
+// the same number of batches an epoch, and a state saved on one number of
+// ranks resumes on another.
 //
 // The loader measures, with events, how long the consumer's stream waited
 // for each batch: idle() gives the GPU idle fraction of the loop.
+//
+// Destroying a loader waits for its own copies, not for the device: the
+// last batch's memory is freed in the order of the stream last given to
+// next(), which must still exist then.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -39,11 +50,11 @@ struct LoaderOptions {
   std::uint64_t seed = 0;
   std::size_t rank = 0;   // this process's share of a data-parallel job
   std::size_t world = 1;
-  bool drop_last = false;  // see BatchPlanOptions
+  bool drop_last = false;  // the epoch's tail: see batch_plan.hpp
   std::size_t ahead = 3;   // batches in flight ahead of the consumer (1 .. 30)
   unsigned threads = 0;    // reader threads; 0: one per hardware thread
   std::optional<int> device;
-  LoaderState start;       // where to begin: a state saved with state()
+  LoaderState start;       // where to begin: a state saved with state(), by any number of ranks
 };
 
 // How long the consumer's stream waited for data, measured with events. The
@@ -80,8 +91,9 @@ class PrefetchEngine;
 
 // Batches of token windows from llm.c shards (token_shard.hpp). Throws
 // ShardError naming the file for a bad shard before the first batch;
-// std::invalid_argument for options that cannot work (a batch that does not
-// fit the device, a rank outside the world).
+// std::invalid_argument for options that cannot work (a global batch larger
+// than the windows, a batch that does not fit the device, a rank outside the
+// world).
 class TokenLoader {
  public:
   TokenLoader(const std::vector<std::string>& files_or_patterns, std::size_t seq, LoaderOptions options = {});
@@ -92,12 +104,13 @@ class TokenLoader {
   // The next batch, ready in `stream`'s order. Throws ShardError naming the
   // file and offset when a read failed (a file truncated mid-epoch).
   TokenBatch next(StreamView stream);
-  // The next batch next() will return: saved, it resumes the identical sequence.
+  // Where the next batch starts: saved, it resumes the identical sequence.
   LoaderState state() const;
   IdleReport idle() const;
   std::size_t batches_per_epoch() const;
   std::size_t windows() const;  // in all shards, all ranks together
   std::size_t token_bytes() const;
+  const BatchPlan& plan() const;
 
  private:
   std::size_t seq_;
@@ -106,11 +119,22 @@ class TokenLoader {
   std::unique_ptr<detail::PrefetchEngine> engine_;
 };
 
+// Where the records lie in a record file.
+struct RecordFile {
+  std::uint64_t header_bytes = 0;  // skipped before the first record
+  // A file whose bytes after the header are not whole records is refused.
+  // true takes its whole records and leaves the rest: trailing_bytes() says
+  // how many bytes were left.
+  bool ignore_partial_record = false;
+};
+
 // Batches of fixed-size records from one file (images or features
-// preprocessed to fixed-size tensors), copied as they are.
+// preprocessed to fixed-size tensors), copied as they are. Throws IoError
+// naming the file for a file with no whole record, or with a partial record
+// at its end (unless RecordFile says to leave it).
 class RecordLoader {
  public:
-  RecordLoader(const std::string& file, std::size_t record_bytes, LoaderOptions options = {}, std::uint64_t header_bytes = 0);
+  RecordLoader(const std::string& file, std::size_t record_bytes, LoaderOptions options = {}, RecordFile layout = {});
   ~RecordLoader();
   RecordLoader(RecordLoader&&) noexcept;
   RecordLoader& operator=(RecordLoader&&) noexcept;
@@ -120,10 +144,12 @@ class RecordLoader {
   IdleReport idle() const;
   std::size_t batches_per_epoch() const;
   std::size_t records() const { return records_; }
+  std::size_t trailing_bytes() const { return trailing_bytes_; }  // left after the last whole record
 
  private:
   std::size_t record_bytes_;
   std::size_t records_ = 0;
+  std::size_t trailing_bytes_ = 0;
   std::unique_ptr<detail::PrefetchEngine> engine_;
 };
 

@@ -25,6 +25,8 @@
 #include "sluice/link_rates.hpp"
 #include "sluice/memory_kind.hpp"
 #include "sluice/model.hpp"
+#include "sluice/multi_gpu_plans.hpp"
+#include "sluice/multi_pipeline.hpp"
 #include "sluice/pcie_link.hpp"
 #include "sluice/pinned_buffer.hpp"
 #include "sluice/pipeline.hpp"

@@ -10,14 +10,15 @@
 #include <memory>
 #include <stdexcept>
 
+#include "bindings.hpp"
 #include "dlpack.hpp"
 #include "pipeline/pipeline_access.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file_io.hpp"
+#include "sluice/multi_pipeline.hpp"
 #include "sluice/pipeline.hpp"
 #include "sluice/pointer_query.hpp"
-#include "sluice/prefetcher.hpp"
 #include "sluice/token_shard.hpp"
 #include "sluice/trace.hpp"
 #include "sluice/trace_chrome.hpp"
@@ -25,17 +26,18 @@
 
 namespace py = pybind11;
 
-namespace sluice::python {
+namespace sluice {
 
-namespace {
+namespace python {
 
-// A Python object that may be released from any thread: it takes the GIL to go.
 std::shared_ptr<py::object> hold_with_gil(py::object o) {
   return {new py::object(std::move(o)), [](py::object* p) {
             py::gil_scoped_acquire gil;
             delete p;
           }};
 }
+
+namespace {
 
 // The memory's owner as the pipeline holds it; none for None.
 std::shared_ptr<const void> owner_of(py::object owner) {
@@ -49,6 +51,12 @@ struct ChunkInfo {
   std::uintptr_t stream;
   std::vector<std::uintptr_t> slots;
 };
+
+ChunkInfo chunk_info(const Chunk& c) {
+  ChunkInfo info{c.index, c.count, c.items.begin, c.items.end, reinterpret_cast<std::uintptr_t>(c.stream.get()), {}};
+  for (const auto& slot : c.slots) info.slots.push_back(reinterpret_cast<std::uintptr_t>(slot.data));
+  return info;
+}
 
 SpanRole role_of(const std::string& role) {
   if (role == "input") return SpanRole::input;
@@ -79,6 +87,47 @@ py::dict bound_dict(const Bound& b) {
   d["terms"] = terms;
   return d;
 }
+
+// Item types are known only at run time here: every use of the pipelines'
+// untyped entry points is in these three functions. `owner` (the array) is
+// held by the span for as long as it refers to the memory, so the automatic
+// policy may keep that memory page-locked between runs.
+std::size_t add_span(Pipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role,
+                     py::object owner) {
+  return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role),
+                                          owner_of(std::move(owner)));
+}
+void rebind_span(Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items, py::object owner) {
+  detail::PipelineAccess::rebind_host(p, span, reinterpret_cast<const void*>(data), items, owner_of(std::move(owner)));
+}
+std::size_t add_span(MultiPipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role) {
+  return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
+}
+
+PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,
+                                 const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads,
+                                 const std::string& host_memory, int priority, bool record, bool report_bound,
+                                 std::optional<int> device) {
+  PipelineOptions o;
+  o.chunk_items = chunk_items;
+  o.first_chunk_items = first_chunk_items;
+  o.ramp = ramp;
+  o.depth = depth;
+  o.kernel_order = kernel_order_of(kernel_order);
+  o.compute_streams = compute_streams;
+  o.staging_threads = staging_threads;
+  o.host_memory = policy_of(host_memory);
+  o.priority = priority;
+  o.record = record;
+  o.report_bound = report_bound;
+  o.device = device;
+  return o;
+}
+
+#define SLUICE_PIPELINE_OPTION_ARGS                                                                                  \
+  py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("depth"), py::arg("kernel_order"), \
+      py::arg("compute_streams"), py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"),         \
+      py::arg("record"), py::arg("report_bound"), py::arg("device")
 
 void bind_pipeline(py::module_& m) {
   py::class_<ChunkInfo>(m, "_ChunkInfo")
@@ -127,49 +176,21 @@ void bind_pipeline(py::module_& m) {
       .def(py::init([](std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,
                        const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads, const std::string& host_memory, int priority,
                        bool record, bool report_bound, std::optional<int> device) {
-             PipelineOptions o;
-             o.chunk_items = chunk_items;
-             o.first_chunk_items = first_chunk_items;
-             o.ramp = ramp;
-             o.depth = depth;
-             o.kernel_order = kernel_order_of(kernel_order);
-             o.compute_streams = compute_streams;
-             o.staging_threads = staging_threads;
-             o.host_memory = policy_of(host_memory);
-             o.priority = priority;
-             o.record = record;
-             o.report_bound = report_bound;
-             o.device = device;
-             return Pipeline(o);
+             return Pipeline(pipeline_options(chunk_items, first_chunk_items, ramp, depth, kernel_order, compute_streams,
+                                              staging_threads, host_memory, priority, record, report_bound, device));
            }),
-           py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("depth"), py::arg("kernel_order"),
-           py::arg("compute_streams"),
-           py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"), py::arg("record"),
-           py::arg("report_bound"), py::arg("device"))
+           SLUICE_PIPELINE_OPTION_ARGS)
       .def_property_readonly("device", &Pipeline::device)
-      // `owner` (the array) is held by the span for as long as it refers to
-      // the memory: so the automatic policy may keep that memory page-locked.
       .def("add_host",
-           [](Pipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role,
-              py::object owner) {
-             return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes,
-                                                     role_of(role), owner_of(std::move(owner)));
-           },
+           py::overload_cast<Pipeline&, std::uintptr_t, std::size_t, std::size_t, const std::string&, py::object>(&add_span),
            py::arg("data"), py::arg("items"), py::arg("item_bytes"), py::arg("role"), py::arg("owner") = py::none())
-      .def("rebind",
-           [](Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items, py::object owner) {
-             detail::PipelineAccess::rebind_host(p, span, reinterpret_cast<const void*>(data), items,
-                                                 owner_of(std::move(owner)));
-           },
-           py::arg("span"), py::arg("data"), py::arg("items"), py::arg("owner") = py::none())
+      .def("rebind", &rebind_span, py::arg("span"), py::arg("data"), py::arg("items"), py::arg("owner") = py::none())
       .def("compute",
            [](Pipeline& p, py::object fn) {
              auto held = hold_with_gil(std::move(fn));
              p.compute([held](const Chunk& c) {
                py::gil_scoped_acquire gil;  // held only while the callable runs
-               ChunkInfo info{c.index, c.count, c.items.begin, c.items.end, reinterpret_cast<std::uintptr_t>(c.stream.get()), {}};
-               for (const auto& slot : c.slots) info.slots.push_back(reinterpret_cast<std::uintptr_t>(slot.data));
-               (*held)(info);
+               (*held)(chunk_info(c));
              });
            })
       .def("on_chunk_done",
@@ -191,93 +212,61 @@ void bind_pipeline(py::module_& m) {
           py::arg("stream") = py::none());
 }
 
-py::tuple token_batch(const TokenBatch& b, int device, py::object owner) {
-  const std::vector<std::int64_t> shape{static_cast<std::int64_t>(b.rows), static_cast<std::int64_t>(b.seq)};
-  const DLDataType i32{0, 32, 1};
-  return py::make_tuple(device_capsule(const_cast<std::int32_t*>(b.inputs.data()), device, shape, i32, owner),
-                        device_capsule(const_cast<std::int32_t*>(b.targets.data()), device, shape, i32, owner),
-                        b.position.epoch, b.position.batch, b.last_of_epoch);
-}
+void bind_multi_pipeline(py::module_& m) {
+  py::class_<MultiReport::Part>(m, "MultiReportPart", "One GPU's share of a MultiPipeline run.")
+      .def_readonly("device", &MultiReport::Part::device)
+      .def_property_readonly("items", [](const MultiReport::Part& p) { return py::make_tuple(p.items.begin, p.items.end); })
+      .def_readonly("report", &MultiReport::Part::report)
+      .def("__repr__", [](const MultiReport::Part& p) {
+        return "MultiReportPart(device " + std::to_string(p.device) + ", items " + std::to_string(p.items.begin) + ".." +
+               std::to_string(p.items.end) + ", " + std::to_string(p.report.wall_ms) + " ms)";
+      });
+  py::class_<MultiReport>(m, "MultiReport", "What a MultiPipeline run did, GPU by GPU.")
+      .def_readonly("parts", &MultiReport::parts)
+      .def_readonly("wall_ms", &MultiReport::wall_ms)
+      .def_readonly("item_count", &MultiReport::item_count)
+      .def("__repr__", [](const MultiReport& r) {
+        return "MultiReport(" + std::to_string(r.parts.size()) + " parts, " + std::to_string(r.item_count) + " items, " +
+               std::to_string(r.wall_ms) + " ms)";
+      });
 
-py::dict idle_dict(const IdleReport& r) {
-  py::dict d;
-  d["steps"] = r.steps;
-  d["fill_ms"] = r.fill_ms;
-  d["waited_ms"] = r.waited_ms;
-  d["loop_ms"] = r.loop_ms;
-  d["idle_fraction"] = r.idle_fraction();
-  return d;
-}
-
-LoaderOptions loader_options(std::size_t batch, bool shuffle, std::uint64_t seed, std::size_t rank, std::size_t world,
-                             bool drop_last, std::size_t ahead, unsigned threads, std::optional<int> device,
-                             std::uint64_t epoch, std::size_t start_batch) {
-  LoaderOptions o;
-  o.batch = batch;
-  o.shuffle = shuffle;
-  o.seed = seed;
-  o.rank = rank;
-  o.world = world;
-  o.drop_last = drop_last;
-  o.ahead = ahead;
-  o.threads = threads;
-  o.device = device;
-  o.start = {epoch, start_batch};
-  return o;
-}
-
-// A loader and the device it runs on, as one Python object.
-struct PyTokenLoader {
-  TokenLoader loader;
-  int device;
-};
-
-void bind_loaders(py::module_& m) {
-  py::class_<PyTokenLoader>(m, "_TokenLoader")
-      .def(py::init([](const std::vector<std::string>& files, std::size_t seq, std::size_t batch, bool shuffle,
-                       std::uint64_t seed, std::size_t rank, std::size_t world, bool drop_last, std::size_t ahead,
-                       unsigned threads, std::optional<int> device, std::uint64_t epoch, std::size_t start_batch) {
-             int current = 0;
-             SLUICE_CUDA_CHECK(cudaGetDevice(&current));
-             const LoaderOptions o =
-                 loader_options(batch, shuffle, seed, rank, world, drop_last, ahead, threads, device, epoch, start_batch);
-             return std::make_unique<PyTokenLoader>(PyTokenLoader{TokenLoader(files, seq, o), device.value_or(current)});
+  py::class_<MultiPipeline>(m, "_MultiPipeline")
+      .def(py::init([](const std::vector<int>& devices, std::size_t chunk_items, std::size_t first_chunk_items, bool ramp,
+                       std::size_t depth, const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads,
+                       const std::string& host_memory, int priority, bool record, bool report_bound,
+                       std::optional<int> device) {
+             return std::make_unique<MultiPipeline>(
+                 devices, pipeline_options(chunk_items, first_chunk_items, ramp, depth, kernel_order, compute_streams,
+                                           staging_threads, host_memory, priority, record, report_bound, device));
            }),
-           py::arg("files"), py::arg("seq"), py::arg("batch"), py::arg("shuffle"), py::arg("seed"), py::arg("rank"),
-           py::arg("world"), py::arg("drop_last"), py::arg("ahead"), py::arg("threads"), py::arg("device"),
-           py::arg("epoch"), py::arg("start_batch"))
-      .def("next",
-           [](py::object self, std::uintptr_t stream) {
-             auto& l = self.cast<PyTokenLoader&>();
-             TokenBatch b;
-             {
-               py::gil_scoped_release release;  // waits on the reader thread at most, never on the device
-               b = l.loader.next(StreamView(reinterpret_cast<cudaStream_t>(stream)));
-             }
-             return token_batch(b, l.device, self);
+           py::arg("devices"), SLUICE_PIPELINE_OPTION_ARGS)
+      .def("add_host", py::overload_cast<MultiPipeline&, std::uintptr_t, std::size_t, std::size_t, const std::string&>(&add_span))
+      .def("compute",
+           [](MultiPipeline& p, py::object fn) {
+             auto held = hold_with_gil(std::move(fn));
+             // Called from every GPU's thread at once: each takes the GIL while its callable runs.
+             p.compute([held](const Chunk& c, std::size_t part) {
+               py::gil_scoped_acquire gil;
+               (*held)(chunk_info(c), part);
+             });
            })
-      .def("state", [](const PyTokenLoader& l) {
-        const LoaderState s = l.loader.state();
-        return py::make_tuple(s.epoch, s.batch);
-      })
-      .def("idle", [](const PyTokenLoader& l) {
+      .def("set_weights", &MultiPipeline::set_weights)
+      .def("run", [](MultiPipeline& p) {
         py::gil_scoped_release release;
-        const IdleReport r = l.loader.idle();
-        py::gil_scoped_acquire gil;
-        return idle_dict(r);
-      })
-      .def_property_readonly("batches_per_epoch", [](const PyTokenLoader& l) { return l.loader.batches_per_epoch(); })
-      .def_property_readonly("windows", [](const PyTokenLoader& l) { return l.loader.windows(); });
+        return p.run();
+      });
 }
 
 }  // namespace
 
-}  // namespace sluice::python
+}  // namespace python
+}  // namespace sluice
 
 PYBIND11_MODULE(_sluice, m) {
   using namespace sluice;
   using namespace sluice::python;
   m.doc() = "sluice's C++ core: see the sluice package";
+  m.attr("__version__") = SLUICE_VERSION;  // the CMake project's version
   py::register_exception<CudaError>(m, "CudaError", PyExc_RuntimeError);
   py::register_exception<IoError>(m, "IoError", PyExc_OSError);
   py::register_exception<ShardError>(m, "ShardError", PyExc_ValueError);
@@ -300,5 +289,6 @@ PYBIND11_MODULE(_sluice, m) {
     out << (format == "svg" ? timeline_svg(traces) : chrome_trace_json(traces) + "\n");
   });
   bind_pipeline(m);
+  bind_multi_pipeline(m);
   bind_loaders(m);
 }

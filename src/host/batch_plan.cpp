@@ -15,6 +15,10 @@ std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+std::string state_text(LoaderState state) {
+  return "epoch " + std::to_string(state.epoch) + ", sample " + std::to_string(state.sample);
+}
+
 }  // namespace
 
 BatchPlan::BatchPlan(std::size_t items, BatchPlanOptions options) : items_(items), options_(options) {
@@ -23,21 +27,41 @@ BatchPlan::BatchPlan(std::size_t items, BatchPlanOptions options) : items_(items
   if (options.rank >= options.world)
     throw std::invalid_argument("batch plan: rank " + std::to_string(options.rank) + " is outside a world of " +
                                 std::to_string(options.world));
-  rank_items_ = items > options.rank ? (items - options.rank + options.world - 1) / options.world : 0;
-  if (options.drop_last) rank_items_ = items / options.world / options.batch * options.batch;
-  if (rank_items_ == 0)
-    throw std::invalid_argument("batch plan: " + std::to_string(items) + " items give rank " + std::to_string(options.rank) +
-                                " of " + std::to_string(options.world) + " no " +
-                                (options.drop_last ? "full batch of " + std::to_string(options.batch) : "item"));
+  if (options.batch > items / options.world)
+    throw std::invalid_argument("batch plan: a global batch of " + std::to_string(options.batch) + " rows x " +
+                                std::to_string(options.world) + (options.world == 1 ? " rank" : " ranks") +
+                                " is larger than the " + std::to_string(items) + " items of the data");
   // A Feistel network permutes an even number of bits; cycle-walking maps it onto [0, items).
   unsigned bits = 2;
   while (bits < 64 && (std::uint64_t{1} << bits) < items) bits += 2;
   half_bits_ = bits / 2;
 }
 
-std::size_t BatchPlan::batch_rows(std::size_t b) const {
-  if (b >= batches_per_epoch()) throw std::out_of_range("batch " + std::to_string(b) + " is past the epoch's last");
-  return std::min(options_.batch, rank_items_ - b * options_.batch);
+std::size_t BatchPlan::batches_left(LoaderState state) const {
+  if (state.sample >= items_) return 0;
+  const std::size_t left = items_ - state.sample, global = global_batch();
+  return options_.drop_last ? left / global : (left + global - 1) / global;
+}
+
+LoaderState BatchPlan::resume_at(LoaderState state) const {
+  if (state.sample > items_)
+    throw std::invalid_argument("batch plan: the state's " + state_text(state) + " is past the epoch's " +
+                                std::to_string(items_) + " items: it was saved over other data");
+  if (batches_left(state) == 0) return {state.epoch + 1, 0};
+  return state;
+}
+
+void BatchPlan::check(LoaderState state) const {
+  if (batches_left(state) == 0)
+    throw std::out_of_range("batch plan: no batch starts at " + state_text(state) + " (" + std::to_string(items_) +
+                            " items, global batch " + std::to_string(global_batch()) + ")");
+}
+
+std::size_t BatchPlan::batch_rows(LoaderState state) const {
+  check(state);
+  const std::size_t first = state.sample + options_.rank * options_.batch;
+  if (pads() || first + options_.batch <= items_) return options_.batch;
+  return items_ - first;  // world 1, the short tail
 }
 
 std::size_t BatchPlan::permuted(std::uint64_t epoch, std::size_t position) const {
@@ -59,17 +83,17 @@ std::size_t BatchPlan::permuted(std::uint64_t epoch, std::size_t position) const
   return static_cast<std::size_t>(x);
 }
 
-std::size_t BatchPlan::item(std::uint64_t epoch, std::size_t b, std::size_t row) const {
-  if (row >= batch_rows(b)) throw std::out_of_range("row past the batch");
-  const std::size_t share = b * options_.batch + row;  // this rank's position
-  return permuted(epoch, share * options_.world + options_.rank);
+std::size_t BatchPlan::item(LoaderState state, std::size_t row) const {
+  if (row >= batch_rows(state)) throw std::out_of_range("row past the batch");
+  std::size_t position = state.sample + options_.rank * options_.batch + row;
+  if (position >= items_) position -= items_;  // the padded tail: the epoch's first positions again
+  return permuted(state.epoch, position);
 }
 
 LoaderState BatchPlan::next(LoaderState state) const {
-  if (++state.batch >= batches_per_epoch()) {
-    state.batch = 0;
-    ++state.epoch;
-  }
+  check(state);
+  state.sample += global_batch();
+  if (batches_left(state) == 0) return {state.epoch + 1, 0};
   return state;
 }
 

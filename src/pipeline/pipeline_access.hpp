@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "sluice/multi_pipeline.hpp"
 #include "sluice/pipeline.hpp"
 
 namespace sluice::detail {
@@ -23,6 +24,10 @@ struct PipelineAccess {
     p.rebind_host(span, p.generation(), data, items, true, std::move(owner));
   }
   static std::uint64_t generation(const Pipeline& p) { return p.generation(); }
+  static std::size_t add_host(MultiPipeline& p, const void* data, std::size_t items, std::size_t item_bytes,
+                              SpanRole role) {
+    return p.add(data, items, item_bytes, role);
+  }
 };
 
 }  // namespace sluice::detail

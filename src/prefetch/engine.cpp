@@ -1,10 +1,12 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "host_memory.hpp"
+#include "pinned_slots.hpp"
 #include "sluice/byte_size.hpp"
 #include "sluice/device_scope.hpp"
 #include "sluice/error.hpp"
@@ -42,11 +44,8 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
       device_(resolve(o.device)),
       copy_(copy_stream(device_)),
       readers_(o.threads),
-      next_state_(o.start) {
+      next_state_(plan_.resume_at(o.start)) {
   if (o.ahead < 1 || o.ahead > 30) throw std::invalid_argument("loader: ahead must be 1 to 30 batches");
-  if (o.start.batch >= plan_.batches_per_epoch())
-    throw std::invalid_argument("loader: the start state's batch " + std::to_string(o.start.batch) + " is past the " +
-                                std::to_string(plan_.batches_per_epoch()) + " batches of an epoch");
   const DeviceScope scope(device_);
   const std::size_t rows = plan_.options().batch;
   const std::size_t host_bytes = rows * spec_.row_bytes;
@@ -61,16 +60,14 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
     throw std::invalid_argument("loader: " + format_bytes(slots_ * host_bytes) +
                                 " of pinned slots would take over half the host's available " + format_bytes(available));
   for (std::size_t s = 0; s < slots_; ++s) {
-    pinned_.emplace_back(host_bytes);
+    pinned_.push_back(take_pinned_slot(host_bytes));
     raw_.emplace_back(host_bytes, copy_.view());
     if (spec_.out_row_bytes > 0) out_.emplace_back(rows * spec_.out_row_bytes, copy_.view());
     h2d_done_.emplace_back(Event::Timing::disabled, Event::Wait::block);
-    ready_.emplace_back(Event::Timing::disabled);
-    released_.emplace_back(Event::Timing::disabled);
   }
-  for (std::size_t k = 0; k < idle_ring; ++k) {
-    before_.emplace_back(Event::Timing::enabled);
-    ready_time_.emplace_back(Event::Timing::enabled);
+  for (std::size_t k = 0; k < ring; ++k) {
+    ready_.emplace_back(Event::Timing::enabled);
+    taken_events_.emplace_back(Event::Timing::enabled);
   }
   copy_.synchronize();  // the slots exist before any other stream uses them
   producer_ = std::thread([this] { produce(); });
@@ -83,29 +80,41 @@ PrefetchEngine::~PrefetchEngine() {
   }
   changed_.notify_all();
   if (producer_.joinable()) producer_.join();
+  release_memory();
+}
+
+void PrefetchEngine::release_memory() noexcept {
   try {
-    // The consumer's stream may still read the last batch, and may itself be
-    // gone by now: wait for the whole device before the slots are freed.
     const DeviceScope scope(device_);
-    SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
+    // The loader's own copies out of the pinned slots: once done, the slots
+    // can serve another loader.
+    copy_.synchronize();
+    for (auto& slot : pinned_) give_back_pinned_slot(std::move(slot));
+    pinned_.clear();
+    // The consumer's stream may still read the last batch: the device slots
+    // are freed in its order (stream-ordered frees on the copy stream, after
+    // it waits for the consumer's work so far), and the host does not wait.
+    if (consumer_) {
+      Event last_read;
+      last_read.record(*consumer_);
+      copy_.wait(last_read);
+    }
+    raw_.clear();
+    out_.clear();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sluice: stopping a loader: %s\n", e.what());
   }
 }
 
-void PrefetchEngine::harvest_idle(std::size_t batch, bool wait) const {
+void PrefetchEngine::harvest_idle(std::size_t batch) const {
   std::lock_guard lock(idle_mutex_);
   for (; harvested_ <= batch; ++harvested_) {
-    const Event& before = before_[harvested_ % idle_ring];
-    const Event& ready = ready_time_[harvested_ % idle_ring];
-    if (wait) {
-      before.synchronize();
-      ready.synchronize();
-    } else if (!before.ready() || !ready.ready()) {
-      return;
-    }
+    const Event& taken = taken_events_[harvested_ % ring];
+    const Event& ready = ready_[harvested_ % ring];
+    taken.synchronize();
+    ready.synchronize();
     // The batch was ready before the consumer got there: no wait.
-    const double waited = std::max(0.0, static_cast<double>(elapsed_ms(before, ready)));
+    const double waited = std::max(0.0, static_cast<double>(elapsed_ms(taken, ready)));
     (harvested_ == 0 ? fill_ms_ : waited_ms_) += waited;
   }
 }
@@ -124,21 +133,21 @@ void PrefetchEngine::produce() noexcept {
       const std::size_t slot = i % slots_;
       // The pinned slot is refilled once the H2D that read it is done.
       if (i >= slots_) h2d_done_[slot].synchronize();
-      const std::size_t rows = plan_.batch_rows(position.batch);
+      const std::size_t rows = plan_.batch_rows(position);
       std::byte* host = pinned_[slot].data();
       const std::size_t per_piece = std::max<std::size_t>(1, rows / (2 * readers_.thread_count()));
       readers_.run(rows, per_piece, [&](std::size_t first, std::size_t count) {
         for (std::size_t r = first; r < first + count; ++r)
-          spec_.read_row(plan_.item(position.epoch, position.batch, r), host + r * spec_.row_bytes);
+          spec_.read_row(plan_.item(position, r), host + r * spec_.row_bytes);
       });
-      // The device slot is refilled once the consumer's stream has released it.
-      if (i >= slots_) copy_.wait(released_[slot]);
+      // The device slot is refilled once the consumer's stream has released
+      // it: batch i - slots is released where the stream took the batch after it.
+      if (i >= slots_) copy_.wait(taken_events_[(i - slots_ + 1) % ring]);
       SLUICE_CUDA_CHECK(cudaMemcpyAsync(raw_[slot].data(), host, rows * spec_.row_bytes, cudaMemcpyHostToDevice, copy_.get()));
       h2d_done_[slot].record(copy_);
       if (spec_.transform) spec_.transform(copy_, raw_[slot].data(), out_[slot].data(), rows);
-      ready_[slot].record(copy_);
-      if (i >= idle_ring) harvest_idle(i - idle_ring, true);
-      ready_time_[i % idle_ring].record(copy_);
+      if (i >= ring) harvest_idle(i - ring);  // before batch i - ring's events are recorded again
+      ready_[i % ring].record(copy_);
       {
         std::lock_guard lock(mutex_);
         produced_ = i + 1;
@@ -166,21 +175,23 @@ PrefetchEngine::Taken PrefetchEngine::next(StreamView consumer) {
     position = next_state_;
   }
   const DeviceScope scope(device_);
-  const std::size_t slot = i % slots_;
   // Work the consumer put on its stream so far used the previous batch: past
-  // this point in the stream, its slot may be refilled.
-  if (i > 0) released_[(i - 1) % slots_].record(consumer);
-  if (i == 1) loop_start_.record(consumer);  // the loop proper starts after the first batch (the fill)
-  before_[i % idle_ring].record(consumer);
-  consumer.wait(ready_[slot]);
+  // this point in the stream, its slot may be refilled. The same event times
+  // the wait that follows.
+  taken_events_[i % ring].record(consumer);
+  if (i == 1) loop_start_.record(consumer);  // once: the loop proper starts after the fill
+  // A batch already on the device needs no wait: one operation less on the step's stream.
+  if (const Event& ready = ready_[i % ring]; !ready.ready()) consumer.wait(ready);
+  consumer_ = consumer;
   {
     std::lock_guard lock(mutex_);
     taken_ = i + 1;
     next_state_ = plan_.next(position);
   }
   changed_.notify_all();
+  const std::size_t slot = i % slots_;
   const std::byte* data = spec_.out_row_bytes > 0 ? out_[slot].data() : raw_[slot].data();
-  return {data, plan_.batch_rows(position.batch), position, position.batch + 1 == plan_.batches_per_epoch()};
+  return {data, plan_.batch_rows(position), position, plan_.last_of_epoch(position)};
 }
 
 LoaderState PrefetchEngine::state() const {
@@ -198,14 +209,15 @@ IdleReport PrefetchEngine::idle() const {
   report.steps = taken;
   if (taken == 0) return report;
   const DeviceScope scope(device_);
-  harvest_idle(taken - 1, true);
+  harvest_idle(taken - 1);
   {
     std::lock_guard lock(idle_mutex_);
     report.waited_ms = waited_ms_;
     report.fill_ms = fill_ms_;
   }
   if (taken < 2) return report;
-  const Event& last = before_[(taken - 1) % idle_ring];
+  // The loop runs from taking the second batch to taking the last.
+  const Event& last = taken_events_[(taken - 1) % ring];
   loop_start_.synchronize();
   last.synchronize();
   report.loop_ms = static_cast<double>(elapsed_ms(loop_start_, last));

@@ -24,17 +24,26 @@ struct OpenFile {
 };
 }  // namespace
 
-RecordLoader::RecordLoader(const std::string& file, std::size_t record_bytes, LoaderOptions options, std::uint64_t header_bytes)
+RecordLoader::RecordLoader(const std::string& file, std::size_t record_bytes, LoaderOptions options, RecordFile layout)
     : record_bytes_(record_bytes) {
+  const std::uint64_t header_bytes = layout.header_bytes;
   if (record_bytes == 0) throw std::invalid_argument("record loader: records must be at least 1 byte");
   auto open = std::make_shared<OpenFile>(file);
   struct stat st {};
   if (fstat(open->fd, &st) != 0) throw IoError(file, 0, std::string("cannot stat: ") + std::strerror(errno));
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  records_ = size > header_bytes ? static_cast<std::size_t>((size - header_bytes) / record_bytes) : 0;
+  const std::uint64_t body = size > header_bytes ? size - header_bytes : 0;
+  records_ = static_cast<std::size_t>(body / record_bytes);
+  trailing_bytes_ = static_cast<std::size_t>(body % record_bytes);
   if (records_ == 0)
     throw IoError(file, size, "holds no whole record of " + std::to_string(record_bytes) + " bytes after " +
                                   std::to_string(header_bytes) + " header bytes");
+  if (trailing_bytes_ != 0 && !layout.ignore_partial_record)
+    throw IoError(file, header_bytes + records_ * std::uint64_t{record_bytes},
+                  "ends in a partial record: " + std::to_string(body) + " bytes after the " + std::to_string(header_bytes) +
+                      "-byte header are " + std::to_string(records_) + " records of " + std::to_string(record_bytes) +
+                      " bytes and " + std::to_string(trailing_bytes_) +
+                      " bytes more (RecordFile::ignore_partial_record takes the whole records and leaves them)");
   BatchPlan plan(records_, {options.batch, options.shuffle, options.seed, options.rank, options.world, options.drop_last});
   detail::PrefetchSpec spec;
   spec.row_bytes = record_bytes;

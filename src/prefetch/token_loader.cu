@@ -100,6 +100,7 @@ TokenBatch TokenLoader::next(StreamView stream) {
 }
 
 LoaderState TokenLoader::state() const { return engine_->state(); }
+const BatchPlan& TokenLoader::plan() const { return engine_->plan(); }
 IdleReport TokenLoader::idle() const { return engine_->idle(); }
 std::size_t TokenLoader::batches_per_epoch() const { return engine_->plan().batches_per_epoch(); }
 std::size_t TokenLoader::windows() const { return windows_; }

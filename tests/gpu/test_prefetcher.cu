@@ -2,9 +2,13 @@
 // consumer's stream order, slots never refilled under the consumer, resumable.
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -12,6 +16,7 @@
 #include "sluice/device_buffer.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file_io.hpp"
+#include "sluice/host_fn.hpp"
 #include "sluice/pinned_buffer.hpp"
 #include "sluice/prefetcher.hpp"
 #include "sluice/stream.hpp"
@@ -57,8 +62,8 @@ class PrefetcherTest : public sluice::test::GpuTest {
   static std::vector<std::int32_t> expected(const sluice::TokenWindows& windows, const sluice::BatchPlan& plan,
                                             LoaderState at, std::size_t width, bool targets) {
     std::vector<std::int32_t> rows;
-    for (std::size_t r = 0; r < plan.batch_rows(at.batch); ++r) {
-      const auto w = windows.window(plan.item(at.epoch, at.batch, r));
+    for (std::size_t r = 0; r < plan.batch_rows(at); ++r) {
+      const auto w = windows.window(plan.item(at, r));
       for (std::size_t t = 0; t < windows.seq(); ++t)
         rows.push_back(static_cast<std::int32_t>(token_at(w.shard, w.first_token + t + (targets ? 1 : 0), width)));
     }
@@ -93,10 +98,10 @@ TEST_F(PrefetcherTest, EveryBatchHoldsThePlannedTokensForBothWidths) {
     std::size_t checked = 0;
     for (std::size_t i = 0; i < 2 * plan.batches_per_epoch(); ++i) {  // two epochs, across every shard boundary
       const auto batch = loader.next(step);
-      ASSERT_EQ(batch.rows, plan.batch_rows(batch.position.batch));
+      ASSERT_EQ(batch.rows, plan.batch_rows(batch.position));
       ASSERT_EQ(to_host(batch.inputs, step), expected(windows, plan, batch.position, width, false)) << "batch " << i;
       ASSERT_EQ(to_host(batch.targets, step), expected(windows, plan, batch.position, width, true)) << "batch " << i;
-      EXPECT_EQ(batch.last_of_epoch, batch.position.batch + 1 == plan.batches_per_epoch());
+      EXPECT_EQ(batch.last_of_epoch, plan.last_of_epoch(batch.position));
       checked += batch.rows;
     }
     EXPECT_EQ(checked, 2 * windows.count());
@@ -163,27 +168,78 @@ TEST_F(PrefetcherTest, ASavedStateResumesTheIdenticalBatches) {
     ASSERT_EQ(to_host(resumed.next(step).inputs, step), straight[static_cast<std::size_t>(i)]) << "batch " << i;
 }
 
-TEST_F(PrefetcherTest, RanksGetDisjointWindows) {
+// The first token of a window identifies it here (position * 7 + 1 is distinct per window).
+std::vector<std::int32_t> first_tokens(const std::vector<std::int32_t>& rows, std::size_t seq) {
+  std::vector<std::int32_t> firsts;
+  for (std::size_t r = 0; r * seq < rows.size(); ++r) firsts.push_back(rows[r * seq]);
+  return firsts;
+}
+
+TEST_F(PrefetcherTest, RanksServeTheSameBatchCountAndDisjointWindows) {
+  // 299 windows over 3 ranks of 4: dropped, the ranks are disjoint; padded
+  // (the default), every window is served and the last global batch repeats one.
   const auto pattern = shards({3000}, 2);
   sluice::Stream step;
-  std::vector<std::int32_t> firsts;
-  for (std::size_t rank = 0; rank < 3; ++rank) {
+  for (bool drop_last : {true, false}) {
+    std::vector<std::int32_t> firsts;
+    for (std::size_t rank = 0; rank < 3; ++rank) {
+      LoaderOptions o;
+      o.batch = 4;
+      o.shuffle = true;
+      o.seed = 1;
+      o.rank = rank;
+      o.world = 3;
+      o.drop_last = drop_last;
+      TokenLoader loader({pattern}, 10, o);
+      EXPECT_EQ(loader.batches_per_epoch(), drop_last ? 299u / 12 : 299u / 12 + 1);
+      for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
+        const auto batch = loader.next(step);
+        ASSERT_EQ(batch.rows, 4u);
+        for (auto first : first_tokens(to_host(batch.inputs, step), 10)) firsts.push_back(first);
+      }
+    }
+    std::sort(firsts.begin(), firsts.end());
+    const auto distinct = static_cast<std::size_t>(std::unique(firsts.begin(), firsts.end()) - firsts.begin());
+    EXPECT_EQ(distinct, drop_last ? 299u / 12 * 12 : 299u) << (drop_last ? "dropped" : "padded");
+  }
+}
+
+TEST_F(PrefetcherTest, AStateSavedOnFourRanksResumesOnTwoWithTheSameGlobalBatches) {
+  // Four loaders (ranks) of 3 rows run 40 steps; their state after 25 goes
+  // to two loaders of 6 rows. Each resumed global batch, the two ranks' rows
+  // in rank order, holds the tokens of the uninterrupted job's.
+  const auto pattern = shards({4000, 3000}, 2);
+  sluice::Stream step;
+  auto options = [](std::size_t rank, std::size_t world, std::size_t batch, LoaderState start) {
     LoaderOptions o;
-    o.batch = 4;
+    o.batch = batch;
     o.shuffle = true;
-    o.seed = 1;
+    o.seed = 17;
     o.rank = rank;
-    o.world = 3;
-    TokenLoader loader({pattern}, 10, o);
-    for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    o.world = world;
+    o.start = start;
+    return o;
+  };
+  const std::size_t steps = 40, saved_at = 25;  // 699 windows: 59 global batches of 12 an epoch
+  std::vector<std::vector<std::int32_t>> straight(steps);
+  LoaderState saved;
+  for (std::size_t rank = 0; rank < 4; ++rank) {
+    TokenLoader loader({pattern}, 10, options(rank, 4, 3, {}));
+    for (std::size_t s = 0; s < steps; ++s) {
+      if (s == saved_at && rank == 0) saved = loader.state();
       const auto rows = to_host(loader.next(step).inputs, step);
-      for (std::size_t r = 0; r * 10 < rows.size(); ++r) firsts.push_back(rows[r * 10]);
+      straight[s].insert(straight[s].end(), rows.begin(), rows.end());
     }
   }
-  // The first token of a window identifies it here (position * 7 + 1 is distinct per window).
-  std::sort(firsts.begin(), firsts.end());
-  EXPECT_EQ(std::adjacent_find(firsts.begin(), firsts.end()), firsts.end());
-  EXPECT_EQ(firsts.size(), (3000 - 1) / 10);
+  std::vector<std::vector<std::int32_t>> resumed(steps);
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    TokenLoader loader({pattern}, 10, options(rank, 2, 6, saved));
+    for (std::size_t s = saved_at; s < steps; ++s) {
+      const auto rows = to_host(loader.next(step).inputs, step);
+      resumed[s].insert(resumed[s].end(), rows.begin(), rows.end());
+    }
+  }
+  for (std::size_t s = saved_at; s < steps; ++s) ASSERT_EQ(resumed[s], straight[s]) << "global batch " << s;
 }
 
 TEST_F(PrefetcherTest, AShardTruncatedMidEpochNamesFileAndOffset) {
@@ -220,6 +276,31 @@ TEST_F(PrefetcherTest, DestroyedWithBatchesInFlightJoinsAndLeaksNothing) {
   step.synchronize();
 }
 
+TEST_F(PrefetcherTest, DestroyingALoaderWaitsForItsOwnWorkNotForOtherStreams) {
+  // Another stream of the process is busy: a host function in it waits until
+  // the test lets it go (or 20 s pass). It holds no SM, so the loader's own
+  // copies and kernels run meanwhile. A loader that synchronised the device
+  // on its way out would wait for that stream: it must wait only for its own work.
+  const auto pattern = shards({20'000}, 2);
+  std::atomic<bool> let_go{false};
+  sluice::Stream step, other;
+  {
+    LoaderOptions o;
+    o.batch = 8;
+    TokenLoader loader({pattern}, 64, o);  // made first: allocating pinned memory may wait for the device
+    sluice::enqueue_host(other, [&let_go] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!let_go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    loader.next(step);
+    loader.next(step);
+  }
+  const cudaError_t busy = cudaStreamQuery(other.get());
+  let_go = true;
+  other.synchronize();
+  EXPECT_EQ(busy, cudaErrorNotReady) << "the loader's destructor waited for another stream's work";
+}
+
 TEST_F(PrefetcherTest, BatchesThatCannotFitAreRefusedBeforeTheFirst) {
   const auto pattern = shards({5000}, 2);
   LoaderOptions o;
@@ -229,6 +310,32 @@ TEST_F(PrefetcherTest, BatchesThatCannotFitAreRefusedBeforeTheFirst) {
   o.batch = 1;
   o.ahead = 0;
   EXPECT_THROW(TokenLoader({pattern}, 16, o), std::invalid_argument);
+}
+
+TEST(RecordLoaderFile, APartialRecordAtTheEndIsRefusedBeforeAnyWork) {
+  // 500 bytes of 48-byte records: 10 records and 20 bytes. Refused before
+  // the loader touches the GPU, so this runs without one too.
+  const auto file = std::filesystem::temp_directory_path() / ("sluice-records-" + std::to_string(getpid()) + ".bin");
+  std::ofstream(file, std::ios::binary) << std::string(500, 'r');
+  try {
+    sluice::RecordLoader loader(file.string(), 48);
+    ADD_FAILURE() << "20 trailing bytes were dropped silently";
+  } catch (const sluice::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("ends in a partial record: 500 bytes after the 0-byte header are 10 records of 48 "
+                                         "bytes and 20 bytes more"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.offset(), 480u);
+  }
+  std::filesystem::remove(file);
+}
+
+TEST_F(PrefetcherTest, APartialRecordIsLeftOnlyWhenAskedAndCounted) {
+  const std::string file = (dir_ / "partial.bin").string();
+  std::ofstream(file, std::ios::binary) << std::string(16, 'h') << std::string(500, 'r');
+  sluice::RecordLoader loader(file, 48, {}, {.header_bytes = 16, .ignore_partial_record = true});
+  EXPECT_EQ(loader.records(), 10u);
+  EXPECT_EQ(loader.trailing_bytes(), 20u);
 }
 
 TEST_F(PrefetcherTest, RecordsComeOverAsTheyAre) {
@@ -244,7 +351,7 @@ TEST_F(PrefetcherTest, RecordsComeOverAsTheyAre) {
   o.batch = 9;
   o.shuffle = true;
   o.seed = 3;
-  sluice::RecordLoader loader(file, record, o, 64);
+  sluice::RecordLoader loader(file, record, o, {.header_bytes = 64});
   EXPECT_EQ(loader.records(), count);
   const sluice::BatchPlan plan(count, {9, true, 3, 0, 1, false});
   sluice::Stream step;
@@ -254,7 +361,7 @@ TEST_F(PrefetcherTest, RecordsComeOverAsTheyAre) {
     SLUICE_CUDA_CHECK(cudaMemcpyAsync(host.data(), batch.records.data(), host.size(), cudaMemcpyDeviceToHost, step.get()));
     step.synchronize();
     for (std::size_t r = 0; r < batch.rows; ++r) {
-      const std::size_t item = plan.item(batch.position.epoch, batch.position.batch, r);
+      const std::size_t item = plan.item(batch.position, r);
       for (std::size_t b = 0; b < record; ++b)
         ASSERT_EQ(static_cast<int>(host[r * record + b]), static_cast<int>((item * 31 + b) % 251)) << "batch " << i;
     }

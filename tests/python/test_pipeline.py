@@ -171,3 +171,79 @@ def test_cupy_arrays_for_cupy_users():
     p.compute(fn)
     p.run()
     np.testing.assert_array_equal(out, a * 5)
+
+
+@gpu
+def test_a_handle_of_another_pipeline_or_from_before_clear_spans_is_refused():
+    # Once this pipeline made its view of span 0, a foreign index-0 handle must still be refused,
+    # not handed that view (the wrong data, silently).
+    torch_or_skip()
+    a, out = np.arange(1000, dtype=np.float32), np.zeros(1000, np.float32)
+    other = sluice.Pipeline()
+    foreign = other.input(np.zeros(1000, np.float32))
+    p = sluice.Pipeline(chunk_items=250)
+    x, y = p.input(a), p.output(out)
+    seen = []
+
+    def fn(c):
+        c[y].copy_(c[x])
+        for bad in (foreign, 0):
+            try:
+                c[bad]
+                seen.append("accepted")
+            except (ValueError, TypeError) as e:
+                seen.append(type(e).__name__)
+
+    p.compute(fn)
+    p.run()
+    np.testing.assert_array_equal(out, a)
+    assert seen == ["ValueError", "TypeError"] * 4
+    p.clear_spans()
+    p.input(a)
+    y2 = p.output(out)
+    p.compute(lambda c: c[y2].copy_(c[x]))  # x: from before clear_spans()
+    with pytest.raises(ValueError, match="is not a span of this pipeline"):
+        p.run()
+
+
+@gpu
+def test_a_pipeline_holds_its_arrays_for_as_long_as_it_may_touch_them():
+    import gc
+    import weakref
+    torch_or_skip()
+    p = sluice.Pipeline()
+    a, out = np.arange(10_000, dtype=np.float32), np.zeros(10_000, np.float32)
+    alive_a, alive_out = weakref.ref(a), weakref.ref(out)
+    x, y = p.input(a), p.output(out)
+    del a, out
+    gc.collect()
+    assert alive_a() is not None and alive_out() is not None  # the pipeline holds them
+    p.compute(lambda c: c[y].copy_(c[x]))
+    p.run()
+    np.testing.assert_array_equal(alive_out(), np.arange(10_000, dtype=np.float32))
+    p.clear_spans()
+    gc.collect()
+    assert alive_a() is None and alive_out() is None  # let go with the spans
+    b = np.ones(100, np.float32)
+    alive_b = weakref.ref(b)
+    p.input(b)
+    del b
+    gc.collect()
+    assert alive_b() is not None
+    del p
+    gc.collect()
+    assert alive_b() is None  # and with the pipeline
+
+
+@gpu
+def test_an_output_list_is_refused_and_a_writable_buffer_taken():
+    torch_or_skip()
+    p = sluice.Pipeline()
+    x = p.input(np.arange(16, dtype=np.uint8))
+    with pytest.raises(TypeError, match="not a list"):
+        p.output([0] * 16)
+    out = bytearray(16)
+    y = p.output(out)
+    p.compute(lambda c: c[y].copy_(c[x] + 1))
+    p.run()
+    assert list(out) == list(range(1, 17))

@@ -1,0 +1,15 @@
+#pragma once
+// What the parts of the module share.
+#include <pybind11/pybind11.h>
+
+#include <memory>
+
+namespace sluice::python {
+
+// A Python object that may be released from any thread: it takes the GIL to go.
+std::shared_ptr<pybind11::object> hold_with_gil(pybind11::object o);
+
+// TokenLoader and BatchPlan (loaders.cpp).
+void bind_loaders(pybind11::module_& m);
+
+}  // namespace sluice::python

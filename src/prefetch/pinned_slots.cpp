@@ -1,0 +1,57 @@
+#include "pinned_slots.hpp"
+
+#include <mutex>
+#include <vector>
+
+namespace sluice::detail {
+
+namespace {
+
+// A loader's slots are a few batches (MiB); several loaders' worth is kept.
+constexpr std::size_t kept_limit = std::size_t{256} << 20;
+
+struct Kept {
+  std::mutex mutex;
+  std::vector<PinnedBuffer<std::byte>> slots;
+  std::size_t bytes = 0;
+};
+
+// Never destroyed: at exit the process's pinned memory goes with it, and
+// freeing it from a static destructor would run after the CUDA runtime's own teardown.
+Kept& kept() {
+  static Kept* k = new Kept;
+  return *k;
+}
+
+}  // namespace
+
+PinnedBuffer<std::byte> take_pinned_slot(std::size_t bytes) {
+  {
+    Kept& k = kept();
+    std::lock_guard lock(k.mutex);
+    for (auto it = k.slots.begin(); it != k.slots.end(); ++it)
+      if (it->size() == bytes) {
+        PinnedBuffer<std::byte> slot = std::move(*it);
+        k.slots.erase(it);
+        k.bytes -= bytes;
+        return slot;
+      }
+  }
+  return PinnedBuffer<std::byte>(bytes);
+}
+
+void give_back_pinned_slot(PinnedBuffer<std::byte> slot) noexcept {
+  Kept& k = kept();
+  std::lock_guard lock(k.mutex);
+  if (slot.empty() || k.bytes + slot.size() > kept_limit) return;  // freed here, on leaving
+  k.bytes += slot.size();
+  k.slots.push_back(std::move(slot));
+}
+
+std::size_t kept_pinned_bytes() {
+  Kept& k = kept();
+  std::lock_guard lock(k.mutex);
+  return k.bytes;
+}
+
+}  // namespace sluice::detail

@@ -1,0 +1,113 @@
+"""examples/train_gpt.py: the loss falls; a job saved on 2 ranks and resumed on 3 (and on 1) trains on
+exactly the samples the uninterrupted job does, with the same losses. The ranks are processes on the
+CPU talking over gloo, started with the environment torchrun gives them (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT). The sluice loader's run needs a GPU."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, gpu
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: the training example needs it")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("this torch has no torch.distributed with gloo", allow_module_level=True)
+
+SCRIPT = ROOT / "examples" / "train_gpt.py"
+TINY = ["--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32", "--lr", "3e-3",
+        "--log-every", "0", "--warmup", "0"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("shards")
+    subprocess.run([sys.executable, str(SCRIPT), "--write-shards", str(directory), "--tokens", "200000",
+                    "--vocab", "64"], check=True, capture_output=True)
+    return f"--data={directory}/train_*.bin"
+
+
+def train(ranks, *args, timeout=300):
+    """Runs the script on `ranks` processes as torchrun starts them; fails with their output if one fails."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(ranks):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        if ranks == 1:
+            for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+                env.pop(key)
+        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), *args], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    for p in procs:
+        try:
+            outputs.append(p.communicate(timeout=timeout)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    for p, out in zip(procs, outputs):
+        assert p.returncode == 0, f"a rank failed:\n{out}"
+    return outputs[0]
+
+
+def samples(directory, ranks):
+    """Per step, the windows of every rank in rank order."""
+    per_rank = []
+    for rank in range(ranks):
+        with open(directory / f"rank{rank}.jsonl") as f:
+            per_rank.append([json.loads(line) for line in f])
+    steps = [line["step"] for line in per_rank[0]]
+    assert all([line["step"] for line in lines] == steps for lines in per_rank)
+    return {step: [item for lines in per_rank for item in lines[k]["items"]] for k, step in enumerate(steps)}
+
+
+def test_the_loss_falls(data, tmp_path):
+    out = train(1, data, *TINY, "--loader", "torch", "--workers", "0", "--device", "cpu", "--global-batch", "8",
+                "--steps", "40", "--json", str(tmp_path / "run.json"))
+    losses = json.loads((tmp_path / "run.json").read_text())["losses"]
+    assert len(losses) == 40
+    assert sum(losses[-5:]) / 5 < 0.85 * losses[0], out
+
+
+def test_a_job_saved_on_two_ranks_resumes_on_three_and_on_one_with_the_same_samples(data, tmp_path):
+    common = [data, *TINY, "--loader", "torch", "--workers", "0", "--device", "cpu", "--global-batch", "6"]
+    train(1, *common, "--steps", "12", "--log-samples", str(tmp_path / "straight"), "--json", str(tmp_path / "s.json"))
+    train(2, *common, "--steps", "6", "--checkpoint", str(tmp_path / "ck.pt"), "--log-samples", str(tmp_path / "two"),
+          "--json", str(tmp_path / "two.json"))
+    (tmp_path / "ck1.pt").write_bytes((tmp_path / "ck.pt").read_bytes())
+    out = train(3, *common, "--steps", "12", "--checkpoint", str(tmp_path / "ck.pt"), "--resume",
+                "--log-samples", str(tmp_path / "three"), "--json", str(tmp_path / "three.json"))
+    assert "resumed at step 6" in out
+    train(1, *common, "--steps", "12", "--checkpoint", str(tmp_path / "ck1.pt"), "--resume",
+          "--log-samples", str(tmp_path / "one"), "--json", str(tmp_path / "one.json"))
+    straight = samples(tmp_path / "straight", 1)
+    assert sorted(straight) == list(range(12))
+    assert samples(tmp_path / "two", 2) == {s: straight[s] for s in range(6)}
+    assert samples(tmp_path / "three", 3) == {s: straight[s] for s in range(6, 12)}
+    assert samples(tmp_path / "one", 1) == {s: straight[s] for s in range(6, 12)}
+    # The same samples, the same updates (DDP averages equal slices): the same losses, to rounding.
+    expected = json.loads((tmp_path / "s.json").read_text())["losses"]
+    for name, first in (("two", 0), ("three", 6), ("one", 6)):
+        got = json.loads((tmp_path / f"{name}.json").read_text())["losses"]
+        assert got == pytest.approx(expected[first:first + len(got)], rel=1e-4), name
+
+
+@gpu
+def test_the_loss_falls_with_each_loader_on_the_gpu(data, tmp_path):
+    runs = {}
+    for loader in ("sluice", "torch", "resident"):
+        train(1, data, *TINY, "--loader", loader, "--workers", "2", "--global-batch", "8", "--steps", "40",
+              "--json", str(tmp_path / f"{loader}.json"))
+        runs[loader] = json.loads((tmp_path / f"{loader}.json").read_text())
+        losses = runs[loader]["losses"]
+        assert sum(losses[-5:]) / 5 < 0.85 * losses[0], loader
+        assert 0 <= runs[loader]["gpu_idle"] <= 1
+    # The same batches in the same order: the first step's loss is the same.
+    assert runs["sluice"]["losses"][0] == pytest.approx(runs["torch"]["losses"][0], rel=1e-3)
+    assert runs["resident"]["losses"][0] == pytest.approx(runs["torch"]["losses"][0], rel=1e-3)
