@@ -6,10 +6,8 @@
 // the targets hold them to being faster than run() at 4-64 MiB and a 4 MiB
 // copy to 0.55 of its bound.
 //
-// The pipeline cannot replay runs yet: make_replayed_run() says so, and the
-// bench prints the row as not available. Once it can, make_replayed_run()
-// builds the replaying pipeline and returns how to run it once; nothing
-// else in the bench changes.
+// make_replayed_run() builds the replaying pipeline (its first run, the
+// capture, not timed) and returns how to run it once.
 #include <functional>
 #include <memory>
 #include <string>

@@ -11,7 +11,7 @@
 
 namespace sluice::workloads {
 
-WorkloadPipeline make_workload_pipeline(Problem& p, const PipelineOptions& options) {
+WorkloadPipeline make_workload_pipeline(Problem& p, const PipelineOptions& options, Replay replay) {
   WorkloadPipeline wp{Pipeline(options), {}, {}, {}, p.workload().input_count()};
   const Workload w = p.workload();
   wp.a = wp.pipeline.input(p.input(0));
@@ -20,7 +20,7 @@ WorkloadPipeline make_workload_pipeline(Problem& p, const PipelineOptions& optio
   wp.pipeline.compute([w, a = wp.a, b = wp.b, out = wp.out](const Chunk& chunk) {
     const float* inputs[2] = {chunk[a].data(), chunk[b].data()};
     w.launch(chunk.stream, inputs, chunk[out].data(), chunk.size());
-  });
+  }, replay);
   return wp;
 }
 

@@ -30,7 +30,8 @@ struct WorkloadPipeline {
   void bind(Problem& problem);
   RunReport run() { return pipeline.run(); }
 };
-WorkloadPipeline make_workload_pipeline(Problem& problem, const PipelineOptions& options);
+WorkloadPipeline make_workload_pipeline(Problem& problem, const PipelineOptions& options,
+                                        Replay replay = Replay::none);
 
 // Every workload here computes each output item from the same items of its
 // inputs alone, so its kernels may overlap across chunks; what a caller

@@ -43,6 +43,23 @@ using ComputeFn = std::function<void(const Chunk&)>;
 // output early.
 using ChunkDoneFn = std::function<void(std::size_t index, ItemRange items)>;
 
+// How the compute callable is used from run to run.
+enum class Replay {
+  // It is called for every chunk of every run. The default.
+  none,
+  // The run is captured as a CUDA graph (every chunk's copies, the kernels
+  // the callable launches, the events between them) and each run replays
+  // it: a run then costs the host one graph launch. So the callable is
+  // called once per chunk AT CAPTURE ONLY (the first run, and the first
+  // after rebind() or clear_spans()), and must launch the same work each
+  // time: no host-side state, no kernel arguments that change from run to
+  // run. Only a run whose bytes all move by the copy engines can be
+  // replayed: pinned or caller-registered spans. Spans staged through the
+  // host, sources, sinks and a chunk-done callable are refused before any
+  // work, as is the host executor.
+  graph,
+};
+
 // Contiguous host memory the pipeline may refer to: a span, or a container
 // the caller keeps (a temporary std::vector would be gone before the run).
 template <typename R>
@@ -142,7 +159,8 @@ class Pipeline {
     rebind_host(handle.index(), handle_generation(handle), std::ranges::data(range), std::ranges::size(range), true);
   }
 
-  Pipeline& compute(ComputeFn fn);
+  // Replay::graph: see Replay. Replacing the callable starts a new capture.
+  Pipeline& compute(ComputeFn fn, Replay replay = Replay::none);
   Pipeline& on_chunk_done(ChunkDoneFn fn);
   // Forgets the spans and the compute callable that used their handles;
   // keeps device and pinned memory for the next run.

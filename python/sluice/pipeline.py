@@ -182,11 +182,18 @@ class Pipeline(_Spans):
         self._arrays[handle.index] = (view, owner)
         self._views.clear()
 
-    def compute(self, fn):
-        """fn(chunk) enqueues the chunk's work on chunk.stream (torch ops: done for you)."""
+    def compute(self, fn, replay=False):
+        """fn(chunk) enqueues the chunk's work on chunk.stream (torch ops: done for you).
+
+        replay=True: the first run is captured as a CUDA graph and every run replays it,
+        so fn is called once per chunk AT CAPTURE ONLY (the first run, and the first after
+        rebind() or clear_spans()), not on every run: it must launch the same work each
+        time, with no allocations (torch ops with out=). Arrays must be page-locked or
+        owned by the pipeline (they are: it page-locks them); see sluice::Replay.
+        """
         me = weakref.proxy(self)  # the C++ side holds `call`: a strong reference would keep self alive for ever
         device = self.device
-        self._core.compute(lambda info: me._call_in_chunk(fn, Chunk(me, info, device)))
+        self._core.compute(lambda info: me._call_in_chunk(fn, Chunk(me, info, device)), replay)
         return self
 
     def on_chunk_done(self, fn):

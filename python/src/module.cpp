@@ -186,13 +186,16 @@ void bind_pipeline(py::module_& m) {
            py::arg("data"), py::arg("items"), py::arg("item_bytes"), py::arg("role"), py::arg("owner") = py::none())
       .def("rebind", &rebind_span, py::arg("span"), py::arg("data"), py::arg("items"), py::arg("owner") = py::none())
       .def("compute",
-           [](Pipeline& p, py::object fn) {
+           [](Pipeline& p, py::object fn, bool replay) {
              auto held = hold_with_gil(std::move(fn));
-             p.compute([held](const Chunk& c) {
-               py::gil_scoped_acquire gil;  // held only while the callable runs
-               (*held)(chunk_info(c));
-             });
-           })
+             p.compute(
+                 [held](const Chunk& c) {
+                   py::gil_scoped_acquire gil;  // held only while the callable runs
+                   (*held)(chunk_info(c));
+                 },
+                 replay ? Replay::graph : Replay::none);
+           },
+           py::arg("fn"), py::arg("replay") = false)
       .def("on_chunk_done",
            [](Pipeline& p, py::object fn) {
              auto held = hold_with_gil(std::move(fn));

@@ -105,6 +105,13 @@ class CudaExecutor final : public Executor {
     for (unsigned i = 0; i < compute_stream_count(o); ++i) compute_.push_back(stream_on(device_, o.priority));
   }
 
+  ~CudaExecutor() override {
+    abort_capture();
+    const DeviceScope scope(device_);
+    if (exec_) SLUICE_CUDA_CHECK_NOTHROW(cudaGraphExecDestroy(exec_));
+    if (graph_) SLUICE_CUDA_CHECK_NOTHROW(cudaGraphDestroy(graph_));
+  }
+
   std::string name() const override { return "GPU " + std::to_string(device_); }
   int device() const override { return device_; }
 
@@ -251,6 +258,72 @@ class CudaExecutor final : public Executor {
     }
   }
 
+  // ---- Replayed runs: stream capture into a CUDA graph, launched as one.
+  std::string cannot_replay() const override { return {}; }
+
+  void begin_capture() override {
+    // Thread-local: only the driver's own calls are held to what a capture
+    // allows; other threads of the process carry on as they are.
+    SLUICE_CUDA_CHECK(cudaStreamBeginCapture(h2d_.get(), cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+  }
+
+  void end_capture() override {
+    // Every stream the capture forked into joins the H2D stream, where it began.
+    joins_.resize(compute_.size() + 1);
+    for (std::size_t i = 0; i < compute_.size(); ++i) {
+      joins_[i].record(compute_[i]);
+      h2d_.wait(joins_[i]);
+    }
+    joins_.back().record(d2h_);
+    h2d_.wait(joins_.back());
+    cudaGraph_t graph = nullptr;
+    capturing_ = false;
+    SLUICE_CUDA_CHECK(cudaStreamEndCapture(h2d_.get(), &graph));
+    // An updated launchable graph keeps its place on the GPU; a new one is
+    // instantiated only where the update is refused (the shape changed).
+    if (exec_) {
+      cudaGraphExecUpdateResultInfo info{};
+      if (cudaGraphExecUpdate(exec_, graph, &info) != cudaSuccess) {
+        (void)cudaGetLastError();
+        (void)cudaGraphExecDestroy(exec_);
+        exec_ = nullptr;
+      }
+    }
+    if (!exec_) {
+      const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
+      if (made != cudaSuccess) {
+        (void)cudaGraphDestroy(graph);
+        exec_ = nullptr;
+        SLUICE_CUDA_CHECK(made);
+      }
+    }
+    if (graph_) (void)cudaGraphDestroy(graph_);
+    graph_ = graph;
+  }
+
+  void abort_capture() noexcept override {
+    if (!capturing_) return;
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(h2d_.get(), &graph) == cudaSuccess && graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+  }
+
+  void replay(std::optional<StreamView> caller) override {
+    const StreamView stream = caller ? *caller : h2d_.view();
+    origin_.record(stream);
+    SLUICE_CUDA_CHECK(cudaGraphLaunch(exec_, stream.get()));
+    finish_.record(stream);
+  }
+
+  std::exception_ptr wait_replayed(Pause pause) override {
+    const cudaError_t code = poll_event(finish_.get(), pause == Pause::sleep ? PollPause::sleep : PollPause::yield);
+    if (code == cudaSuccess) return nullptr;
+    (void)cudaGetLastError();
+    return std::make_exception_ptr(CudaError(code, "a replayed run (cudaGraphLaunch)", __FILE__, __LINE__));
+  }
+
   std::optional<EngineRates> rates(bool staged, StagingPool& pool) override {
     EngineRates rates = with_link({}, link_rates(device_));
     if (!staged) return rates;
@@ -291,6 +364,10 @@ class CudaExecutor final : public Executor {
   std::vector<EventSet> events_;  // [chunk % event sets]
   bool timed_ = false;
   Event caller_ready_, origin_{Event::Timing::enabled}, finish_{Event::Timing::enabled};
+  std::vector<Event> joins_;  // where a capture's streams join back
+  bool capturing_ = false;
+  cudaGraph_t graph_ = nullptr;         // the last capture
+  cudaGraphExec_t exec_ = nullptr;      // what replay() launches
 };
 
 }  // namespace

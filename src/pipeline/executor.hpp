@@ -154,6 +154,22 @@ class Executor {
 
   // The engines' rates at their best, for RunReport::bound (nullopt: not known here).
   virtual std::optional<EngineRates> rates(bool staged, StagingPool& pool) = 0;
+
+  // ---- Replayed runs (Replay::graph)
+  // Whether runs can be captured and replayed here; else why not.
+  virtual std::string cannot_replay() const = 0;
+  // From begin_capture() to end_capture(), the driver's device operations
+  // are captured, not run; end_capture() makes them the run that replay()
+  // launches, in place of any captured before. abort_capture() ends a
+  // capture that failed and keeps nothing of it.
+  virtual void begin_capture() = 0;
+  virtual void end_capture() = 0;
+  virtual void abort_capture() noexcept = 0;
+  // Launches the captured run after the caller's earlier work (and the
+  // caller's later work after it), with the origin and finish marks around it.
+  virtual void replay(std::optional<StreamView> caller) = 0;
+  // Until the replayed run is done; its failure, or null.
+  virtual std::exception_ptr wait_replayed(Pause pause) = 0;
 };
 
 }  // namespace sluice::detail

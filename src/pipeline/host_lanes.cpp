@@ -221,6 +221,13 @@ class HostLanes final : public Executor {
 
   std::optional<EngineRates> rates(bool, StagingPool&) override { return std::nullopt; }
 
+  std::string cannot_replay() const override { return "the host executor has no CUDA graphs to replay"; }
+  void begin_capture() override { throw std::logic_error(cannot_replay()); }
+  void end_capture() override { throw std::logic_error(cannot_replay()); }
+  void abort_capture() noexcept override {}
+  void replay(std::optional<StreamView>) override { throw std::logic_error(cannot_replay()); }
+  std::exception_ptr wait_replayed(Pause) override { return nullptr; }
+
  private:
   enum class Phase { pending, started, done, failed };
   struct State {

@@ -104,10 +104,11 @@ void Pipeline::rebind_host(std::size_t index, std::uint64_t generation, const vo
     throw std::logic_error("rebind(): the handle belongs to another pipeline, or to spans cleared since it was made");
   core.spans().rebind(index, data, items, writable);
   core.spans()[index].owner = std::move(owner);
+  core.spans_changed();  // a captured run copies to and from the old memory
 }
 
-Pipeline& Pipeline::compute(ComputeFn fn) {
-  usable(core_, "replace the compute callable").set_compute(std::move(fn));
+Pipeline& Pipeline::compute(ComputeFn fn, Replay replay) {
+  usable(core_, "replace the compute callable").set_compute(std::move(fn), replay);
   return *this;
 }
 
@@ -133,7 +134,7 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
                                                                       : Run::Mode::inline_drain;
     run = std::make_unique<Run>(core_, caller, requested, called);
     // The last run's tasks may still be returning.
-    if (run->mode() != Run::Mode::inline_drain) core.drain_thread().wait_idle();
+    if (run->mode() != Run::Mode::inline_drain && run->mode() != Run::Mode::replay) core.drain_thread().wait_idle();
     if (run->mode() == Run::Mode::threads) core.driver_thread().wait_idle();
     core.mark_ran();
   } catch (...) {
@@ -145,6 +146,7 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
   Run* raw = run.get();
   switch (raw->mode()) {
     case Run::Mode::inline_drain: raw->drive_and_drain(); break;  // catches everything itself
+    case Run::Mode::replay: raw->replay(); break;                  // likewise; wait() waits for it
     case Run::Mode::drive_on_caller:
       core.drain_thread().post([raw] { raw->drain(); });
       raw->drive();  // saves a thread hand-off

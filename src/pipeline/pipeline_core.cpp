@@ -37,6 +37,7 @@ void PipelineCore::clear_spans() {
   spans_.clear();  // joins background page-locking and undoes it
   gates_.clear();
   compute_fn_ = nullptr;
+  ++capture_version_;
   generation_ = new_span_generation();
   ran_ = false;
 }

@@ -39,7 +39,19 @@ class PipelineCore {
   std::uint64_t generation() const { return generation_; }
   const ComputeFn& compute_fn() const { return compute_fn_; }
   const ChunkDoneFn& done_fn() const { return done_fn_; }
-  void set_compute(ComputeFn fn) { compute_fn_ = std::move(fn); }
+  void set_compute(ComputeFn fn, Replay replay) {
+    compute_fn_ = std::move(fn);
+    replay_ = replay;
+    ++capture_version_;
+  }
+  Replay replay() const { return replay_; }
+  // Changes whenever what a captured run copies or launches may have: a new
+  // callable, a span rebound, the spans cleared.
+  std::uint64_t capture_version() const { return capture_version_; }
+  void spans_changed() { ++capture_version_; }
+  // What the executor's captured run was captured from (Run::capture_key), empty when none.
+  const std::vector<std::uintptr_t>& captured() const { return captured_; }
+  void set_captured(std::vector<std::uintptr_t> key) { captured_ = std::move(key); }
   void set_done(ChunkDoneFn fn) { done_fn_ = std::move(fn); }
   bool ran() const { return ran_; }
   void mark_ran() { ran_ = true; }
@@ -66,6 +78,9 @@ class PipelineCore {
   SlotRings rings_;
   ComputeFn compute_fn_;
   ChunkDoneFn done_fn_;
+  Replay replay_ = Replay::none;
+  std::uint64_t capture_version_ = 0;
+  std::vector<std::uintptr_t> captured_;
   std::uint64_t generation_ = 0;
   bool ran_ = false;  // spans were run since they were added: adding more is refused
   std::atomic<bool> busy_{false};

@@ -15,14 +15,23 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   spans.validate();
   if (!core_.compute_fn())
     throw std::invalid_argument("pipeline has no compute callable (clear_spans() forgets it with the spans)");
-  std::vector<SpanShape> shapes = spans.classify(options.host_memory, exec_, notes_);
+  std::vector<SpanShape> shapes =
+      spans.classify(options.host_memory, exec_, notes_, core_.replay() == Replay::graph);
   schedule_.emplace(plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value()));
   const Schedule& s = *schedule_;
   allocated_ = core_.rings().prepare(s, exec_);
-  timed_ = options.record || options.report_bound;
+  timed_ = (options.record || options.report_bound) && core_.replay() != Replay::graph;
   exec_.prepare(s, timed_);
   mode_ = requested;
   if (mode_ == Mode::inline_drain && (s.stages_in() || s.stages_out() || core_.done_fn())) mode_ = Mode::drive_on_caller;
+  if (core_.replay() == Replay::graph) {
+    if (const std::string why = cannot_replay(); !why.empty())
+      throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
+    mode_ = Mode::replay;
+    timed_ = false;  // a replayed run is timed as a whole, not stage by stage
+    if (options.record || options.report_bound)
+      notes_.push_back("a replayed run is timed as a whole: no timeline, and the bound leaves the kernel out");
+  }
 
   stage_in_jobs_.assign(s.ring_size(Ring::pinned_in), std::vector<StagingPool::Ticket>(spans.size()));
   chunk_slots_.resize(spans.size());
@@ -51,7 +60,8 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
     for (std::size_t k = 0; k < spans.size(); ++k) core_.gate(k).reset(0);
     // Host intervals are drawn beside device ones only when recording: only
     // then is it worth aligning the two clocks by waiting for the origin.
-    exec_.begin_run(caller_, options.record);
+    // A replayed run marks its own origin as it is launched.
+    if (mode_ != Mode::replay) exec_.begin_run(caller_, options.record);
   } catch (...) {
     for (Sink* sink : begun) sink->abandon(0);
     throw;
@@ -88,6 +98,79 @@ bool Run::has_failed() {
 void Run::fail_from(const OpStatus& status) {
   fail(status.from_callback ? Failure::callback : Failure::device, status.at.chunk, std::string(to_string(status.at.stage)),
        status.error);
+}
+
+// ---------------------------------------------------------------------------
+// Replayed runs
+
+std::string Run::cannot_replay() const {
+  if (std::string why = exec_.cannot_replay(); !why.empty()) return why;
+  if (core_.done_fn()) return "a chunk-done callable runs on the host for every chunk";
+  const SpanSet& spans = core_.spans();
+  for (std::size_t k = 0; k < spans.size(); ++k) {
+    const SpanRecord& s = spans[k];
+    switch (s.path) {
+      case HostPath::direct: break;
+      case HostPath::staged:
+        return s.describe(k) +
+               " is pageable memory the host stages: page-lock it (a sluice::HostRegistration the caller holds) or "
+               "pass pinned memory";
+      case HostPath::source: return s.describe(k) + " is a source: the host fills its slots on every run";
+      case HostPath::sink: return s.describe(k) + " is a sink: the host empties its slots on every run";
+    }
+  }
+  return {};
+}
+
+// A captured run copies from and to these addresses, into these slots, in
+// this schedule: when any of it changes, the run is captured again.
+std::vector<std::uintptr_t> Run::capture_key() const {
+  const Schedule& s = *schedule_;
+  std::vector<std::uintptr_t> key{core_.capture_version(), static_cast<std::uintptr_t>(core_.rings().version()),
+                                  s.chunk_count(), s.plan().chunk_items(), s.depth(), s.compute_streams(),
+                                  s.caller_stream()};
+  for (const SpanRecord& span : core_.spans()) {
+    key.push_back(reinterpret_cast<std::uintptr_t>(span.host));
+    key.push_back(span.bytes());
+    for (const MemoryExtent& e : span.extents) key.push_back(e.offset);  // where copies are cut
+  }
+  return key;
+}
+
+void Run::replay() noexcept {
+  const Schedule& s = *schedule_;
+  try {
+    const auto binding = exec_.bind_thread();
+    if (std::vector<std::uintptr_t> key = capture_key(); key != core_.captured()) {
+      core_.set_captured({});  // nothing valid is captured until this capture succeeds
+      exec_.begin_capture();
+      capturing_ = true;
+      try {
+        std::size_t next_h2d = 0;
+        for (std::size_t chunk = 0; chunk < s.chunk_count(); ++chunk) {
+          for (; next_h2d <= s.last_h2d_with(chunk); ++next_h2d) submit(s.op(next_h2d, Stage::h2d));
+          submit(s.op(chunk, Stage::compute));
+          submit(s.op(chunk, Stage::d2h));
+        }
+        exec_.end_capture();
+      } catch (...) {
+        exec_.abort_capture();
+        capturing_ = false;
+        throw;
+      }
+      capturing_ = false;
+      core_.set_captured(std::move(key));
+    }
+    host_origin_ = Clock::now();
+    exec_.replay(caller_);
+    enqueued_ = s.chunk_count();
+  } catch (const Stopped&) {
+  } catch (...) {
+    if (!has_failed())
+      fail(exec_.with_context(std::current_exception(), "") ? Failure::device : Failure::callback,
+           s.chunk_count() > 0 ? s.chunk_count() - 1 : 0, "replay", std::current_exception());
+  }
+  driver_finished_.store(true, std::memory_order_release);
 }
 
 }  // namespace sluice::detail

@@ -35,6 +35,7 @@ class Run {
     threads,          // a driver thread and a drain thread (submit())
     drive_on_caller,  // the caller's thread drives, a thread drains (submit(stream))
     inline_drain,     // the caller's thread does both (run() with no host pass)
+    replay,           // the caller's thread launches the captured run, capturing it first if need be
   };
 
   // Checks, classifies the spans and plans the schedule; throws before any
@@ -47,6 +48,7 @@ class Run {
   void drive() noexcept;
   void drain() noexcept;
   void drive_and_drain() noexcept;
+  void replay() noexcept;
   // Until the drain (or drive_and_drain) is done: blocking, then polling for the very end.
   void await_drained();
   // After both threads are done: waits for the staging work and the device,
@@ -73,6 +75,10 @@ class Run {
 
   // Driver.
   void submit(const Op& op);
+  // Replayed runs: why this run cannot be replayed (empty: it can), and what
+  // its capture depends on (a new key means capturing again).
+  std::string cannot_replay() const;
+  std::vector<std::uintptr_t> capture_key() const;
   void wait_on_host(const Op& op, const Edge& edge);
   void start_ready_stage_ins();
   void start_stage_in(std::size_t chunk);
@@ -119,6 +125,7 @@ class Run {
   std::vector<std::vector<StagingPool::Ticket>> stage_in_jobs_;
   std::size_t next_stage_in_ = 0;  // the first chunk whose stage-in has not started
   std::size_t submitted_h2d_ = 0;  // chunks whose H2D is submitted
+  bool capturing_ = false;         // submissions are captured for replay: nothing runs, nothing to wait for
   std::vector<DeviceSlot> chunk_slots_;  // the compute callable's view of the device slots
 
   // Host stage intervals come from the steady clock, device ones from the executor; both from the run's origin.

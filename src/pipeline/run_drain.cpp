@@ -40,6 +40,17 @@ void Run::drive_and_drain() noexcept {
 }
 
 void Run::await_drained() {
+  if (mode_ == Mode::replay) {
+    if (!has_failed() && schedule_->chunk_count() > 0) {
+      if (std::exception_ptr error = exec_.wait_replayed(Pause::yield))
+        fail(Failure::device, schedule_->chunk_count() - 1, "replay", error);
+      else
+        drained_ = schedule_->chunk_count();
+      host_end_ms_ = host_ms(Clock::now());
+    }
+    drain_finished_.store(true, std::memory_order_release);
+    return;
+  }
   if (mode_ != Mode::inline_drain) {
     std::unique_lock lock(mutex_);
     progress_.wait(lock, [&] { return failed_ || drained_ + 1 >= schedule_->chunk_count(); });

@@ -59,6 +59,9 @@ void Run::submit(const Op& op) {
   try {
     if (schedule_->stages_in()) start_ready_stage_ins();
     for (const Edge& edge : op.waits) {
+      // Captured for replay, nothing runs: what the host would wait for is
+      // an event set the drain frees, and a replayed run has no drain.
+      if (capturing_ && on_host(edge.on.stage)) continue;
       if (on_host(edge.on.stage)) {
         const auto wait_begin = timed_ ? Clock::now() : Clock::time_point{};
         wait_on_host(op, edge);

@@ -60,6 +60,7 @@ SlotRings::Allocated SlotRings::prepare(const Schedule& s, Executor& executor) {
                                   format_bytes(available) + ": use a smaller chunk or depth");
   }
 
+  if (needed.device > 0 || needed.pinned > 0) ++version_;
   for (std::size_t k = 0; k < spans; ++k) {
     const std::size_t bytes = s.slot_bytes(k);
     grow(device_[k], depth, bytes, [&](std::size_t b) { return executor.allocate_device(b); });
@@ -70,6 +71,7 @@ SlotRings::Allocated SlotRings::prepare(const Schedule& s, Executor& executor) {
 }
 
 void SlotRings::clear() {
+  ++version_;
   device_.clear();
   in_.clear();
   out_.clear();

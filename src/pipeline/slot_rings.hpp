@@ -31,9 +31,12 @@ class SlotRings {
   std::byte* pinned_out(std::size_t span, std::size_t slot) const { return out_[span][slot].data(); }
   // Pinned bytes held now, every ring together.
   std::size_t pinned_bytes() const;
+  // Changes whenever slot memory is allocated anew (a captured run refers to the old).
+  std::uint64_t version() const { return version_; }
 
  private:
   std::vector<std::vector<SlotMemory>> device_, in_, out_;  // [span][slot]
+  std::uint64_t version_ = 0;
 };
 
 }  // namespace sluice::detail

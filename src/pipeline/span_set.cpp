@@ -108,7 +108,8 @@ void SpanSet::validate() const {
     }
 }
 
-std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& executor, std::vector<std::string>& notes) {
+std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& executor, std::vector<std::string>& notes,
+                                         bool replayed) {
   std::vector<SpanShape> shapes;
   for (std::size_t k = 0; k < spans_.size(); ++k) {
     SpanRecord& s = spans_[k];
@@ -152,6 +153,15 @@ std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& exec
             notes.push_back(s.describe(k) + " stays staged: page-locking it failed: " + s.kept_lock->failure());
           } else if (const std::size_t limit = physical_memory_bytes() / 4; limit > 0 && s.bytes() > limit) {
             notes.push_back(s.describe(k) + " stays staged: it is larger than a quarter of physical memory");
+          } else if (replayed) {
+            // A replayed run copies directly or not at all: lock it now, and keep it locked.
+            s.kept_lock = std::make_unique<SpanLock>();
+            try {
+              s.kept_lock->lock_now(executor, s.host, s.bytes(), read_only);
+              s.path = HostPath::direct;
+            } catch (const std::exception& e) {
+              notes.push_back(s.describe(k) + " stays staged: page-locking it failed: " + e.what());
+            }
           } else {
             s.lock_after_run = true;
           }

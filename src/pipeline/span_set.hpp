@@ -96,8 +96,11 @@ class SpanSet {
   // Throws std::invalid_argument before any work: no spans, mismatched item
   // counts, null memory, overlapping spans where one is written.
   void validate() const;
-  // Decides each span's path for this run; says in `notes` what it decided on its own.
-  std::vector<SpanShape> classify(HostMemoryPolicy policy, Executor& executor, std::vector<std::string>& notes);
+  // Decides each span's path for this run; says in `notes` what it decided on
+  // its own. `replayed`: the run is replayed, so memory the pipeline owns is
+  // page-locked now rather than staged first.
+  std::vector<SpanShape> classify(HostMemoryPolicy policy, Executor& executor, std::vector<std::string>& notes,
+                                  bool replayed = false);
   // After a run: register_memory's locks end; automatic locks owned memory
   // that this run staged, in the background, for the next run.
   void after_run(bool succeeded, Executor& executor, StagingPool& registrar);

@@ -1,0 +1,177 @@
+// Replayed runs (Replay::graph): captured once, replayed after; captured
+// again when what they copy changes; refused where they cannot hold.
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "pipeline_test.hpp"
+#include "sluice/device_buffer.hpp"
+#include "sluice/host_registration.hpp"
+#include "sluice/pinned_buffer.hpp"
+#include "sluice/stream.hpp"
+
+using sluice::Chunk;
+using sluice::Pipeline;
+using sluice::PipelineOptions;
+using sluice::Replay;
+using namespace sluice::test;
+
+namespace {
+
+PipelineOptions small_chunks() {
+  PipelineOptions o;
+  o.chunk_items = 1000;
+  o.depth = 3;
+  return o;
+}
+
+void poison(std::span<float> out) { std::fill(out.begin(), out.end(), std::nanf("")); }
+
+}  // namespace
+
+TEST_F(PipelineTest, AReplayedRunCallsTheComputeOnceAtCaptureAndReplaysIt) {
+  const std::size_t n = 10'500;  // 11 chunks, the last one short
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  Pipeline p(small_chunks());
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(pin_out.span());
+  std::atomic<int> calls{0};
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  for (int run = 0; run < 4; ++run) {
+    poison(pin_out.span());
+    const auto report = p.run();
+    EXPECT_EQ(report.chunk_count, 11u);
+    ASSERT_TRUE(is_affine(in, pin_out.span())) << "run " << run;
+    EXPECT_EQ(calls.load(), 11) << "the callable runs at capture only, once per chunk (run " << run << ")";
+  }
+}
+
+// The graph copies to the memory it was captured with: after rebind() it
+// must be captured again (or updated), or the results land in the old output.
+TEST_F(PipelineTest, AReplayedRunFollowsARebind) {
+  const std::size_t n = 8'000;
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), first(n), second(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  Pipeline p(small_chunks());
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(first.span());
+  std::atomic<int> calls{0};
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  poison(first.span());
+  p.run();
+  ASSERT_TRUE(is_affine(in, first.span()));
+  p.rebind(y, second.span());
+  poison(first.span());
+  poison(second.span());
+  p.run();
+  EXPECT_TRUE(is_affine(in, second.span())) << "the replayed run still wrote to the memory it was captured with";
+  EXPECT_TRUE(std::isnan(first[0]) && std::isnan(first[n - 1])) << "the old output was written after rebind()";
+  EXPECT_EQ(calls.load(), 16) << "captured twice: 8 chunks each";
+}
+
+TEST_F(PipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
+  const std::size_t n = 6'000;
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  sluice::Stream caller;
+  sluice::DeviceBuffer<float> source(n, caller.view());
+  Pipeline p(small_chunks());
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(pin_out.span());
+  p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f); },
+            Replay::graph);
+  for (int run = 0; run < 3; ++run) {
+    poison(pin_out.span());
+    // The caller's earlier work fills the input late: the run must wait for it.
+    launch_late_affine(caller, 200, nullptr, source.data(), 0, 0, 0);
+    launch_iota(caller, source.data(), n, 1.0f, static_cast<float>(run));
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(pin_in.data(), source.data(), n * sizeof(float), cudaMemcpyDeviceToHost,
+                                      caller.get()));
+    p.run(caller);
+    caller.synchronize();
+    std::vector<float> expected(n);
+    for (std::size_t i = 0; i < n; ++i) expected[i] = static_cast<float>(i) + static_cast<float>(run);
+    ASSERT_TRUE(is_affine(expected, pin_out.span())) << "run " << run;
+  }
+}
+
+TEST_F(PipelineTest, CallerRegisteredMemoryReplays) {
+  const std::size_t n = 20'000;
+  auto in = pattern(n);
+  std::vector<float> out(n);
+  const sluice::HostRegistration keep_in(in.data(), n * sizeof(float)), keep_out(out.data(), n * sizeof(float));
+  Pipeline p(small_chunks());
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2, 1); },
+            Replay::graph);
+  for (int run = 0; run < 3; ++run) {
+    poison(out);
+    const auto report = p.run();
+    EXPECT_EQ(report.volume.staged_in_bytes + report.volume.staged_out_bytes, 0.0);
+    ASSERT_TRUE(is_affine(in, out)) << "run " << run;
+  }
+}
+
+namespace {
+// The message a refused replay gives, or "" when the run was not refused.
+std::string refusal(Pipeline& p) {
+  try {
+    p.run();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_F(PipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
+  const std::size_t n = 4'000;
+  const auto in = pattern(n);
+  std::vector<float> out(n, std::nanf(""));
+  auto replayed_affine = [](Pipeline& p, sluice::SpanHandle<const float> x, sluice::SpanHandle<float> y) {
+    p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2, 1); },
+              Replay::graph);
+  };
+  {  // pageable memory the caller lends is staged: no replay
+    Pipeline p(small_chunks());
+    const auto x = p.input(in);
+    const auto y = p.output(out);
+    replayed_affine(p, x, y);
+    const std::string why = refusal(p);
+    EXPECT_NE(why.find("cannot be replayed"), std::string::npos) << why;
+    EXPECT_NE(why.find("span 0 (input) is pageable memory"), std::string::npos) << why;
+    EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[n - 1]));
+    affine(p, x, y);  // the same spans, with the callable called every run, run as usual
+    p.run();
+    EXPECT_TRUE(is_affine(in, out));
+  }
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  {  // a chunk-done callable runs on the host for every chunk
+    Pipeline p(small_chunks());
+    replayed_affine(p, p.input(pin_in.span()), p.output(pin_out.span()));
+    p.on_chunk_done([](std::size_t, sluice::ItemRange) {});
+    const std::string why = refusal(p);
+    EXPECT_NE(why.find("a chunk-done callable"), std::string::npos) << why;
+  }
+  {  // a sink is emptied by the host on every run
+    Pipeline p(small_chunks());
+    const auto x = p.input(pin_in.span());
+    const auto y = p.output(sluice::consume<float>(n, [](sluice::ItemRange, std::span<const float>) {}));
+    replayed_affine(p, x, y);
+    const std::string why = refusal(p);
+    EXPECT_NE(why.find("span 1 (output, consumer) is a sink"), std::string::npos) << why;
+  }
+}
