@@ -3,10 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
-
 namespace sluice::detail {
 
 cudaError_t poll_event(cudaEvent_t event, PollPause pause) {
@@ -18,12 +14,6 @@ cudaError_t poll_event(cudaEvent_t event, PollPause pause) {
     else
       std::this_thread::yield();
   }
-}
-
-void shorten_timer_slack() {
-#if defined(__linux__)
-  (void)prctl(PR_SET_TIMERSLACK, 1000UL);  // nanoseconds; a failure leaves the default, which is only slower
-#endif
 }
 
 }  // namespace sluice::detail

@@ -19,8 +19,4 @@ enum class PollPause {
 // cudaSuccess once the event's work is complete, or the error the query gave.
 cudaError_t poll_event(cudaEvent_t event, PollPause pause);
 
-// Lets this thread's sleeps end when asked (Linux timer slack 1 us instead of
-// 50 us), so PollPause::sleep wakes near its 20 us. For threads sluice owns.
-void shorten_timer_slack();
-
 }  // namespace sluice::detail

@@ -25,36 +25,60 @@ MemoryKind driver_kind(const void* ptr) {
   }
 }
 
-// cuPointerGetAttribute through the runtime's driver entry point, so sluice
-// needs no link against libcuda itself.
-using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+// cuPointerGetAttributes through the runtime's driver entry point, so sluice
+// needs no link against libcuda itself: one call gives what kind of memory
+// an address is in and the allocation or registration that holds it.
+using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 
-PointerAttributeFn pointer_attribute_fn() {
-  static PointerAttributeFn fn = [] {
+PointerAttributesFn pointer_attributes_fn() {
+  static PointerAttributesFn fn = [] {
     void* raw = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    SLUICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &raw, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess) throw CudaError(cudaErrorSymbolNotFound, "cuPointerGetAttribute lookup", __FILE__, __LINE__);
-    return reinterpret_cast<PointerAttributeFn>(raw);
+    SLUICE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &raw, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess) throw CudaError(cudaErrorSymbolNotFound, "cuPointerGetAttributes lookup", __FILE__, __LINE__);
+    return reinterpret_cast<PointerAttributesFn>(raw);
   }();
   return fn;
 }
 
-// The allocation or registration holding a page-locked address: [start, start + size).
-std::pair<const char*, std::size_t> locked_range(const char* p) {
+struct Lookup {
+  MemoryKind kind = MemoryKind::pageable;  // as the driver sees it (pinned, not yet registered)
+  const char* start = nullptr;             // the allocation or registration holding a page-locked address
+  std::size_t size = 0;
+};
+
+Lookup look_up(const char* p) {
+  CUmemorytype type{};
   CUdeviceptr start = 0;
   std::size_t size = 0;
-  const auto fn = pointer_attribute_fn();
-  const CUresult a = fn(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, reinterpret_cast<CUdeviceptr>(p));
-  const CUresult b = fn(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, reinterpret_cast<CUdeviceptr>(p));
-  if (a != CUDA_SUCCESS || b != CUDA_SUCCESS || size == 0) {
+  int managed = 0;
+  CUpointer_attribute what[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  void* into[] = {&type, &start, &size, &managed};
+  if (pointer_attributes_fn()(4, what, into, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+    return {driver_kind(p), nullptr, 0};  // the driver would not say at once: ask the runtime
+  Lookup found;
+  if (managed) found.kind = MemoryKind::managed;
+  else if (type == CU_MEMORYTYPE_HOST) found.kind = MemoryKind::pinned;
+  else if (type == CU_MEMORYTYPE_DEVICE) found.kind = MemoryKind::device;
+  else found.kind = MemoryKind::pageable;  // unregistered host memory: the driver reports no type
+  if (found.kind == MemoryKind::pinned) {
+    found.start = reinterpret_cast<const char*>(start);
+    found.size = size;
+  }
+  return found;
+}
+
+// The allocation or registration holding a page-locked address: [start, start + size).
+std::pair<const char*, std::size_t> locked_range(const char* p, const Lookup& found) {
+  if (found.size == 0) {
     // The driver would not say: claim no more than the rest of this page,
     // which page-locking covers whole.
     constexpr std::size_t page = 4096;
     const auto at = reinterpret_cast<std::uintptr_t>(p);
     return {p, page - at % page};
   }
-  return {reinterpret_cast<const char*>(start), size};
+  return {found.start, found.size};
 }
 
 }  // namespace
@@ -70,13 +94,13 @@ std::vector<MemoryExtent> memory_extents(const void* ptr, std::size_t bytes) {
   const auto* begin = static_cast<const char*>(ptr);
   const char* end = begin + bytes;
   for (const char* p = begin; p < end;) {
-    const MemoryKind kind = memory_kind(p);
+    const Lookup found = look_up(p);  // one driver call per extent
     const std::size_t offset = static_cast<std::size_t>(p - begin);
-    if (!is_page_locked_host(kind)) {
-      extents.push_back({offset, bytes - offset, kind});
+    if (!is_page_locked_host(found.kind)) {
+      extents.push_back({offset, bytes - offset, found.kind});
       break;
     }
-    const auto [start, size] = locked_range(p);
+    const auto [start, size] = locked_range(p, found);
     const char* stop = std::min(end, start + size);
     if (stop <= p) stop = p + 1;
     const bool registered = HostRegistration::covers(p, static_cast<std::size_t>(stop - p));

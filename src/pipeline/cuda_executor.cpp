@@ -115,8 +115,8 @@ class CudaExecutor final : public Executor {
   std::string name() const override { return "GPU " + std::to_string(device_); }
   int device() const override { return device_; }
 
+  // Called from a thread bound to the device (bind_thread).
   std::vector<MemoryExtent> extents(const void* data, std::size_t bytes) const override {
-    const DeviceScope scope(device_);
     return memory_extents(data, bytes);
   }
 
@@ -193,9 +193,18 @@ class CudaExecutor final : public Executor {
   void wait_for_caller(const Op& op) override { lane(op).wait(caller_ready_); }
 
   void begin(const Op& op) override {
-    char name[64];
-    std::snprintf(name, sizeof name, "sluice %s chunk %zu", std::string(to_string(op.ref.stage)).c_str(), op.ref.chunk);
-    nvtxRangePushA(name);
+    // Nsight Systems shows the stage by name and the chunk as the payload:
+    // no string is formatted per operation.
+    static constexpr const char* names[] = {"sluice stage-in", "sluice h2d", "sluice compute", "sluice d2h",
+                                            "sluice stage-out"};
+    nvtxEventAttributes_t range{};
+    range.version = NVTX_VERSION;
+    range.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    range.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    range.message.ascii = names[static_cast<std::size_t>(op.ref.stage)];
+    range.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+    range.payload.ullValue = op.ref.chunk;
+    nvtxRangePushEx(&range);
     if (timed_) start(op.ref).record(lane(op));
   }
 
