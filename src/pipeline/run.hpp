@@ -85,10 +85,20 @@ class Run {
   void finish_stage_in(std::size_t chunk);
   void copy_direct(const Op& op, const SpanRecord& span, void* device, bool to_device);
   void run_compute(const Op& op);
-  // Drain.
+  // Drain: a chunk's finish begins once its D2H is done (its stage-out
+  // started) and ends once its outputs are in host memory.
+  struct Draining {
+    Op op;  // the chunk's stage-out
+    Clock::time_point begin;
+    std::vector<std::pair<std::size_t, StagingPool::Ticket>> jobs;  // [span, job]
+    bool staged_out() const;
+    void settle() noexcept;  // waits for the jobs, whatever they throw
+  };
   void wait_until_drained(std::size_t chunk);  // the driver's side
-  void finish_chunk(std::size_t chunk);
-  void stage_out(const Op& op);
+  Draining begin_chunk(std::size_t chunk);
+  void end_chunk(Draining& d);
+  std::vector<std::pair<std::size_t, StagingPool::Ticket>> start_stage_out(const Op& op);
+  void finish_stage_out(Draining& d);
   void record_device_intervals(std::size_t chunk);
   void commit_sinks(std::size_t items_done);
 

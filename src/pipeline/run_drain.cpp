@@ -1,5 +1,7 @@
 // The drain: chunks finished in order, their outputs staged out and
 // reported (run.hpp says who does what).
+#include <algorithm>
+#include <deque>
 #include <thread>
 
 #include "run.hpp"
@@ -8,19 +10,38 @@
 
 namespace sluice::detail {
 
+// Staged outputs of two chunks may be copied out at once: while one chunk's
+// stage-out runs, the drain already waits for the next one's D2H, so the
+// wake-up and the copy no longer add up chunk after chunk. Sinks see their
+// chunks one at a time, in order (source.hpp), so with a sink the drain
+// finishes each chunk before it starts the next.
 void Run::drain() noexcept {
   std::size_t chunk = 0;
+  std::deque<Draining> draining;  // chunks whose stage-out runs, oldest first
   try {
     const auto binding = exec_.bind_thread();
+    bool sinks = false;
+    for (const SpanRecord& span : core_.spans()) sinks |= span.sink != nullptr;
+    const std::size_t at_once = schedule_->stages_out() && !sinks ? 2 : 1;
     for (; chunk < schedule_->chunk_count(); ++chunk) {
       {
         std::unique_lock lock(mutex_);
         progress_.wait(lock, [&] { return failed_ || enqueued_ > chunk; });
         if (failed_) break;
       }
-      finish_chunk(chunk);
+      while (draining.size() >= at_once) {
+        end_chunk(draining.front());
+        draining.pop_front();
+      }
+      draining.push_back(begin_chunk(chunk));
+      while (!draining.empty() && draining.front().staged_out()) {
+        end_chunk(draining.front());
+        draining.pop_front();
+      }
     }
+    for (; !draining.empty(); draining.pop_front()) end_chunk(draining.front());
   } catch (...) {
+    for (Draining& d : draining) d.settle();  // no staging work outlives the drain
     // Failures are recorded where they happen; anything else is the drain's own.
     if (!has_failed()) fail(Failure::callback, chunk, "drain", std::current_exception());
   }
@@ -32,7 +53,10 @@ void Run::drive_and_drain() noexcept {
   drive();
   try {
     const auto binding = exec_.bind_thread();
-    while (!has_failed() && drained_ < enqueued_) finish_chunk(drained_);
+    while (!has_failed() && drained_ < enqueued_) {
+      Draining d = begin_chunk(drained_);
+      end_chunk(d);
+    }
   } catch (...) {
     if (!has_failed()) fail(Failure::callback, drained_, "drain", std::current_exception());
   }
@@ -60,7 +84,7 @@ void Run::await_drained() {
     std::this_thread::yield();
 }
 
-void Run::finish_chunk(std::size_t chunk) {
+Run::Draining Run::begin_chunk(std::size_t chunk) {
   // Sleeping between queries leaves the core to the staging threads; at the
   // end of the run the wait only yields, so the run ends when its last copy
   // does. (Spinning through the whole of a pinned run measured no faster.)
@@ -70,29 +94,47 @@ void Run::finish_chunk(std::size_t chunk) {
     throw Stopped{};
   }
   if (timed_) record_device_intervals(chunk);
-  const Op op = schedule_->op(chunk, Stage::stage_out);
+  Draining d{schedule_->op(chunk, Stage::stage_out), Clock::now(), {}};
   try {
-    exec_.host_started(op);
+    exec_.host_started(d.op);
   } catch (...) {
     fail(Failure::device, chunk, "stage-out", std::current_exception());
     throw Stopped{};
   }
-  if (schedule_->stages_out()) stage_out(op);
+  if (schedule_->stages_out()) d.jobs = start_stage_out(d.op);
+  return d;
+}
+
+void Run::end_chunk(Draining& d) {
+  const std::size_t chunk = d.op.ref.chunk;
+  if (schedule_->stages_out()) finish_stage_out(d);
   if (const ChunkDoneFn& done = core_.done_fn()) {
     try {
-      done(chunk, op.items);
+      done(chunk, d.op.items);
     } catch (...) {
       fail(Failure::callback, chunk, "chunk done", std::current_exception());
       throw Stopped{};
     }
   }
-  exec_.host_finished(op);
+  exec_.host_finished(d.op);
   {
     std::lock_guard lock(mutex_);
     drained_ = chunk + 1;
     if (drained_ == schedule_->chunk_count()) host_end_ms_ = host_ms(Clock::now());
   }
   progress_.notify_all();
+}
+
+bool Run::Draining::staged_out() const {
+  return std::all_of(jobs.begin(), jobs.end(), [](const auto& job) { return job.second->done(); });
+}
+
+void Run::Draining::settle() noexcept {
+  for (auto& [k, job] : jobs) try {
+      job->wait();
+    } catch (...) {
+    }
+  jobs.clear();
 }
 
 void Run::record_device_intervals(std::size_t chunk) {
@@ -110,14 +152,12 @@ void Run::record_device_intervals(std::size_t chunk) {
   }
 }
 
-// Chunk by chunk, in order: a chunk's outputs start only after the previous
-// chunk's are complete, so a failure leaves nothing written past the last
-// finished chunk.
-void Run::stage_out(const Op& op) {
+// A sink's chunk starts only after the previous chunk's is complete, so a
+// failure leaves nothing written past the last finished chunk.
+std::vector<std::pair<std::size_t, StagingPool::Ticket>> Run::start_stage_out(const Op& op) {
   const std::size_t chunk = op.ref.chunk;
   const ItemRange range = op.items;
   const std::size_t ring = schedule_->slot(Ring::pinned_out, chunk);
-  const auto begin = Clock::now();
   SpanSet& spans = core_.spans();
   StagingPool& pool = core_.staging_pool();
   std::vector<std::pair<std::size_t, StagingPool::Ticket>> jobs;
@@ -153,7 +193,13 @@ void Run::stage_out(const Op& op) {
                                StagingPool::Priority::urgent));
     }
   }
-  for (auto& [k, job] : jobs) {
+  return jobs;
+}
+
+void Run::finish_stage_out(Draining& d) {
+  const std::size_t chunk = d.op.ref.chunk;
+  SpanSet& spans = core_.spans();
+  for (auto& [k, job] : d.jobs) {
     try {
       job->wait();
     } catch (const IoError&) {
@@ -164,8 +210,9 @@ void Run::stage_out(const Op& op) {
     }
   }
   if (has_failed()) throw Stopped{};
-  if (core_.options().record && !jobs.empty())
-    drain_intervals_.push_back({Lane::stage_out, chunk, host_ms(begin), host_ms(Clock::now()), op.bytes, 0});
+  if (core_.options().record && !d.jobs.empty())
+    drain_intervals_.push_back({Lane::stage_out, chunk, host_ms(d.begin), host_ms(Clock::now()), d.op.bytes, 0});
+  d.jobs.clear();
 }
 
 }  // namespace sluice::detail

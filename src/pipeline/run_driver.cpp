@@ -177,7 +177,10 @@ void Run::wait_on_host(const Op& op, const Edge& edge) {
 
 void Run::wait_until_drained(std::size_t chunk) {
   if (mode_ == Mode::inline_drain) {
-    while (drained_ <= chunk) finish_chunk(drained_);
+    while (drained_ <= chunk) {
+      Draining d = begin_chunk(drained_);
+      end_chunk(d);
+    }
     return;
   }
   std::unique_lock lock(mutex_);
