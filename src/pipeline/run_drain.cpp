@@ -136,17 +136,23 @@ void Run::stage_out(const Op& op) {
                                StagingPool::Priority::urgent));
     }
   }
+  // Only this chunk's own failures stop it: a chunk whose outputs were all
+  // written while another part of the run failed is finished, and counts as
+  // such, so a sink is never told less was written than it was given.
+  bool written = true;
   for (auto& [k, job] : jobs) {
     try {
       job->wait();
     } catch (const IoError&) {
       fail(Failure::io, chunk, "stage-out, " + spans[k].describe(k), std::current_exception());
+      written = false;
     } catch (...) {
       fail(spans[k].path == HostPath::sink ? Failure::component : Failure::callback, chunk,
            "stage-out, " + spans[k].describe(k), std::current_exception());
+      written = false;
     }
   }
-  if (has_failed()) throw Stopped{};
+  if (!written) throw Stopped{};
   if (core_.options().record && !jobs.empty())
     drain_intervals_.push_back({Lane::stage_out, chunk, host_ms(begin), host_ms(Clock::now()), op.bytes, 0});
 }
