@@ -185,6 +185,32 @@ class RecordingSink final : public Sink {
   std::vector<T> pending, committed;
 };
 
+// What a failed run left in an output: `prefix` chunks at its start hold
+// right values and every chunk after them is untouched (the poison). A
+// chunk half written or wrong, or a right one after an untouched one, is a
+// `problem`: output written past where the run stopped, or corrupted.
+struct WrittenChunks {
+  std::size_t prefix = 0;
+  std::string problem;
+};
+template <typename T, typename Expected>
+WrittenChunks written_chunks(std::span<const T> out, const std::vector<ItemRange>& chunks, Expected expected, T poison) {
+  WrittenChunks w;
+  bool gap = false;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    bool right = true, untouched = true;
+    for (std::size_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+      right = right && out[i] == expected(i);
+      untouched = untouched && out[i] == poison;
+    }
+    if (!right && !untouched && w.problem.empty()) w.problem = "chunk " + std::to_string(c) + " is neither right nor untouched";
+    if (right && gap && w.problem.empty()) w.problem = "chunk " + std::to_string(c) + " was written after an unwritten chunk";
+    if (right && !gap) ++w.prefix;
+    if (!right) gap = true;
+  }
+  return w;
+}
+
 // Writes in chunk order, each starting where the last ended, from item 0:
 // what a sink must see. Returns where they end.
 inline std::optional<std::size_t> contiguous_end(const std::vector<ItemRange>& writes) {

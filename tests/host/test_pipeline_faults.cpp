@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fault_cases.hpp"
 #include "run_probes.hpp"
 #include "sluice/host_executor.hpp"
 #include "sluice/pipeline.hpp"
@@ -32,8 +33,8 @@ using namespace sluice::test;
 
 namespace {
 
-// Four chunks, the last one short.
-constexpr std::size_t item_count = 350, chunk_items = 100, chunk_count = 4;
+// Four chunks (fault_cases.hpp), the last one short.
+constexpr std::size_t item_count = 350, chunk_items = 100;
 constexpr std::uint32_t poison = 0xDEADBEEE;  // even: every right output is odd
 constexpr auto case_limit = std::chrono::seconds(60);
 
@@ -41,92 +42,6 @@ std::uint32_t input_at(std::size_t i) { return static_cast<std::uint32_t>(item_v
 std::uint32_t output_at(std::size_t i) { return input_at(i) * 2 + 1; }
 ItemRange chunk_range(std::size_t c) { return {c * chunk_items, std::min(item_count, (c + 1) * chunk_items)}; }
 std::size_t items_in(std::size_t chunks) { return chunks == 0 ? 0 : chunk_range(chunks - 1).end; }
-
-// The spans of a run: where its input comes from and its output goes.
-enum class Mix {
-  pinned,      // executor-pinned memory both ways: the copy engines reach it directly
-  staged,      // std::vectors, HostMemoryPolicy::stage
-  registered,  // std::vectors, HostMemoryPolicy::register_memory (page-locked for each run)
-  source,      // a Source fills the input's pinned slots; pinned output
-  sink,        // staged input; a Sink takes the output from its pinned slots
-};
-std::string name(Mix mix) {
-  switch (mix) {
-    case Mix::pinned: return "pinned";
-    case Mix::staged: return "staged";
-    case Mix::registered: return "registered";
-    case Mix::source: return "source";
-    case Mix::sink: return "sink";
-  }
-  return "?";
-}
-bool stages_in(Mix mix) { return mix == Mix::staged || mix == Mix::source || mix == Mix::sink; }
-// Whether the output passes through the host after its D2H (staged, sink).
-bool output_host_pass(Mix mix) { return mix == Mix::staged || mix == Mix::sink; }
-
-// The compute and chunk-done callables' own failures, of types the pipeline
-// must hand back as they were thrown.
-struct ComputeFault : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-struct ChunkDoneFault : std::logic_error {
-  using std::logic_error::logic_error;
-};
-
-enum class Fault {
-  submit,            // the executor refuses an operation at submission
-  execution,         // an operation fails as it runs (sticky, as a CUDA error is)
-  compute_throws,    // the compute callable throws
-  chunk_done_throws, // the chunk-done callable throws
-  source_throws,     // Source::read throws
-  source_io_error,   // Source::read throws sluice::IoError
-  sink_throws,       // Sink::write throws
-  sink_commit,       // Sink::commit throws
-  source_begin,      // Source::begin_run refuses
-  sink_begin,        // Sink::begin_run refuses
-};
-
-struct Case {
-  Fault fault;
-  std::size_t chunk = 0;
-  Stage stage = Stage::compute;
-  std::string text() const {
-    static const char* names[] = {"submit",      "execution",       "compute throws", "chunk-done throws",
-                                  "source throws", "source IoError", "sink throws",    "sink commit throws",
-                                  "source begin", "sink begin"};
-    return std::string(names[static_cast<int>(fault)]) + " at chunk " + std::to_string(chunk) + ", stage " +
-           std::string(to_string(stage));
-  }
-  // The failure happens on the host after the chunk's D2H: direct outputs of
-  // later chunks may land (they are right; nothing recalls a finished copy).
-  bool after_d2h() const {
-    return fault == Fault::chunk_done_throws || (fault == Fault::execution && stage == Stage::stage_out) ||
-           fault == Fault::sink_throws || fault == Fault::sink_commit;
-  }
-  bool before_work() const { return fault == Fault::source_begin || fault == Fault::sink_begin; }
-};
-
-std::vector<Case> cases_for(Mix mix) {
-  std::vector<Case> cases;
-  for (std::size_t c = 0; c < chunk_count; ++c) {
-    for (Stage s : {Stage::stage_in, Stage::h2d, Stage::compute, Stage::d2h, Stage::stage_out})
-      if (s != Stage::stage_in || stages_in(mix)) cases.push_back({Fault::execution, c, s});
-    for (Stage s : {Stage::h2d, Stage::compute, Stage::d2h}) cases.push_back({Fault::submit, c, s});
-    cases.push_back({Fault::compute_throws, c, Stage::compute});
-    cases.push_back({Fault::chunk_done_throws, c, Stage::stage_out});
-    if (mix == Mix::source) {
-      cases.push_back({Fault::source_throws, c, Stage::stage_in});
-      cases.push_back({Fault::source_io_error, c, Stage::stage_in});
-    }
-    if (mix == Mix::sink) cases.push_back({Fault::sink_throws, c, Stage::stage_out});
-  }
-  if (mix == Mix::source) cases.push_back({Fault::source_begin, 0, Stage::stage_in});
-  if (mix == Mix::sink) {
-    cases.push_back({Fault::sink_begin, 0, Stage::stage_out});
-    cases.push_back({Fault::sink_commit, chunk_count - 1, Stage::stage_out});
-  }
-  return cases;
-}
 
 std::atomic<std::size_t> faults_injected{0};
 
@@ -372,22 +287,13 @@ class FaultRig {
 
  private:
   // The chunks at the start of the output holding right values; every chunk
-  // after them must still hold the poison (a chunk half written, or a wrong
-  // value anywhere, fails here).
+  // after them must still hold the poison.
   std::size_t written_prefix() const {
-    std::size_t prefix = 0;
-    bool poisoned = false;
-    for (std::size_t c = 0; c < chunk_count; ++c) {
-      const ItemRange r = chunk_range(c);
-      const bool right = std::all_of(out_.begin() + r.begin, out_.begin() + r.end,
-                                     [&, i = r.begin](std::uint32_t v) mutable { return v == output_at(i++); });
-      const bool untouched = std::all_of(out_.begin() + r.begin, out_.begin() + r.end, [](std::uint32_t v) { return v == poison; });
-      EXPECT_TRUE(right || untouched) << "chunk " << c << " (" << name(mix_) << ") is neither right nor untouched";
-      EXPECT_FALSE(right && poisoned) << "chunk " << c << " (" << name(mix_) << ") written after an unwritten chunk";
-      if (right && !poisoned) ++prefix;
-      if (!right) poisoned = true;
-    }
-    return prefix;
+    std::vector<ItemRange> chunks;
+    for (std::size_t c = 0; c < chunk_count; ++c) chunks.push_back(chunk_range(c));
+    const WrittenChunks w = written_chunks<std::uint32_t>(out_, chunks, output_at, poison);
+    EXPECT_TRUE(w.problem.empty()) << name(mix_) << ": " << w.problem;
+    return w.prefix;
   }
 
   std::string expected_stage_text(const Case& c) const {
