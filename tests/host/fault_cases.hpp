@@ -2,6 +2,7 @@
 // The faults test_pipeline_faults.cpp makes, and the spans it makes them on;
 // the GPU's fault tests run over the same mixes of spans. Host-only.
 #include <cstddef>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ inline std::string name(Mix mix) {
   }
   return "?";
 }
+// For GoogleTest's names of parameterised tests.
+inline void PrintTo(Mix mix, std::ostream* os) { *os << name(mix); }
 inline bool stages_in(Mix mix) { return mix == Mix::staged || mix == Mix::source || mix == Mix::sink; }
 // Whether the output passes through the host after its D2H (staged, sink).
 inline bool output_host_pass(Mix mix) { return mix == Mix::staged || mix == Mix::sink; }
