@@ -281,7 +281,6 @@ class FaultRig {
     if (sink_) committed_before_ = sink_->committed;
   }
 
-  Pipeline& pipeline() { return *pipeline_; }
   Source* source() { return source_.get(); }
   Sink* sink() { return sink_.get(); }
 
