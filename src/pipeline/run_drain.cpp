@@ -22,7 +22,9 @@ void Run::drain() noexcept {
     const auto binding = exec_.bind_thread();
     bool sinks = false;
     for (const SpanRecord& span : core_.spans()) sinks |= span.sink != nullptr;
-    const std::size_t at_once = schedule_->stages_out() && !sinks ? 2 : 1;
+    // A chunk-done callable that throws ends the run right after its chunk:
+    // nothing of the next may be written by then.
+    const std::size_t at_once = schedule_->stages_out() && !sinks && !core_.done_fn() ? 2 : 1;
     for (; chunk < schedule_->chunk_count(); ++chunk) {
       {
         std::unique_lock lock(mutex_);
@@ -33,7 +35,14 @@ void Run::drain() noexcept {
         end_chunk(draining.front());
         draining.pop_front();
       }
-      draining.push_back(begin_chunk(chunk));
+      try {
+        draining.push_back(begin_chunk(chunk));
+      } catch (...) {
+        // This chunk failed: the ones already on their way out finish first,
+        // so the run counts every chunk whose outputs reached the host.
+        for (; !draining.empty(); draining.pop_front()) end_chunk(draining.front());
+        throw;
+      }
       while (!draining.empty() && draining.front().staged_out()) {
         end_chunk(draining.front());
         draining.pop_front();
@@ -199,17 +208,23 @@ std::vector<std::pair<std::size_t, StagingPool::Ticket>> Run::start_stage_out(co
 void Run::finish_stage_out(Draining& d) {
   const std::size_t chunk = d.op.ref.chunk;
   SpanSet& spans = core_.spans();
+  // Only this chunk's own failures stop it: a chunk whose outputs were all
+  // written while another part of the run failed is finished, and counts as
+  // such, so a sink is never told less was written than it was given.
+  bool written = true;
   for (auto& [k, job] : d.jobs) {
     try {
       job->wait();
     } catch (const IoError&) {
       fail(Failure::io, chunk, "stage-out, " + spans[k].describe(k), std::current_exception());
+      written = false;
     } catch (...) {
       fail(spans[k].path == HostPath::sink ? Failure::component : Failure::callback, chunk,
            "stage-out, " + spans[k].describe(k), std::current_exception());
+      written = false;
     }
   }
-  if (has_failed()) throw Stopped{};
+  if (!written) throw Stopped{};
   if (core_.options().record && !d.jobs.empty())
     drain_intervals_.push_back({Lane::stage_out, chunk, host_ms(d.begin), host_ms(Clock::now()), d.op.bytes, 0});
   d.jobs.clear();

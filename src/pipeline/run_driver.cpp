@@ -216,7 +216,13 @@ void Run::start_stage_in(std::size_t chunk) {
     times->first_ns = INT64_MAX;
     times->last_ns = 0;
   }
-  exec_.host_started(op);
+  try {
+    exec_.host_started(op);
+  } catch (...) {
+    // Stage-in runs ahead of the operation being submitted: the failure is this chunk's.
+    fail(Failure::device, chunk, std::string(to_string(Stage::stage_in)), std::current_exception());
+    throw Stopped{};
+  }
   SpanSet& spans = core_.spans();
   StagingPool& pool = core_.staging_pool();
   const ItemRange range = op.items;
