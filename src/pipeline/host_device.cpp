@@ -9,7 +9,6 @@ namespace sluice::detail {
 
 namespace {
 constexpr std::size_t page = 4096;
-constexpr std::size_t alignment = 256;  // as cudaMalloc's
 }  // namespace
 
 std::byte* HostDevice::allocate(std::size_t bytes, MemoryKind kind) {
@@ -17,8 +16,12 @@ std::byte* HostDevice::allocate(std::size_t bytes, MemoryKind kind) {
   std::lock_guard lock(mutex_);
   if (kind == MemoryKind::device && device_used_ + bytes > options_.device_bytes)
     throw HostExecutorError("host executor: out of device memory");
-  const std::size_t rounded = std::max(alignment, (bytes + alignment - 1) / alignment * alignment);
-  auto* data = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
+  // Whole pages, as the GPU's own allocations are never in the caller's
+  // pages: a registration locks every page its range touches, and slot
+  // memory placed in the unused part of such a page would be found in place
+  // of the registration around it.
+  const std::size_t rounded = std::max(page, (bytes + page - 1) / page * page);
+  auto* data = static_cast<std::byte*>(std::aligned_alloc(page, rounded));
   if (!data) throw std::bad_alloc();
   ranges_[data] = {bytes, kind};
   if (kind == MemoryKind::device) device_used_ += bytes;
