@@ -2,6 +2,7 @@
 // pinned slots, in order, and failures that stop the run cleanly.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -17,33 +18,40 @@ using sluice::Chunk;
 using sluice::ItemRange;
 using sluice::Pipeline;
 using sluice::PipelineOptions;
-using namespace sluice::test;
+
+namespace sluice::test {
+
+void SourceTest::SetUp() {
+  PipelineTest::SetUp();
+  if (IsSkipped()) return;
+  std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::replace(test.begin(), test.end(), '/', '-');
+  dir_ = std::filesystem::temp_directory_path() / ("sluice-sources-" + std::to_string(getpid()) + "-" + test);
+  std::filesystem::create_directories(dir_);
+}
+
+void SourceTest::TearDown() {
+  PipelineTest::TearDown();
+  if (!dir_.empty()) std::filesystem::remove_all(dir_);
+}
+
+std::filesystem::path SourceTest::write_floats(const std::string& name, const std::vector<float>& v,
+                                               std::size_t header) {
+  const auto path = dir_ / name;
+  std::ofstream out(path, std::ios::binary);
+  const std::string pad(header, 'h');
+  out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  return path;
+}
+
+std::vector<float> SourceTest::read_floats(const std::filesystem::path& path) {
+  std::vector<float> v(std::filesystem::file_size(path) / sizeof(float));
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return v;
+}
 
 namespace {
-
-class SourceTest : public PipelineTest {
- protected:
-  void SetUp() override {
-    PipelineTest::SetUp();
-    dir_ = std::filesystem::temp_directory_path() / ("sluice-sources-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path write_floats(const std::string& name, const std::vector<float>& v, std::size_t header = 0) {
-    const auto path = dir_ / name;
-    std::ofstream out(path, std::ios::binary);
-    const std::string pad(header, 'h');
-    out.write(pad.data(), static_cast<std::streamsize>(pad.size()));
-    out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-    return path;
-  }
-  std::vector<float> read_floats(const std::filesystem::path& path) {
-    std::vector<float> v(std::filesystem::file_size(path) / sizeof(float));
-    std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-    return v;
-  }
-  std::filesystem::path dir_;
-};
 
 // Truncates its file when asked for chunk `at`: a file that shrinks under a run.
 class ShrinkingFile final : public sluice::Source {
@@ -68,7 +76,7 @@ class ShrinkingFile final : public sluice::Source {
 
 }  // namespace
 
-TEST_F(SourceTest, FileToFileReproducesTheCpuTransformByteForByte) {
+TEST_P(SourceTest, FileToFileReproducesTheCpuTransformByteForByte) {
   for (std::size_t items : {std::size_t{1}, std::size_t{1000}, std::size_t{1'234'567}}) {
     const auto in = pattern(items);
     const auto in_path = write_floats("in.f32", in, 64);
@@ -79,7 +87,7 @@ TEST_F(SourceTest, FileToFileReproducesTheCpuTransformByteForByte) {
     PipelineOptions o;
     o.chunk_items = 100'000;
     o.first_chunk_items = 3000;
-    Pipeline p(o);
+    Pipeline p = pipeline(o);
     const auto x = p.input(sluice::from_file<float>(in_path, header));
     const auto y = p.output(sluice::to_file<float>(out_path, items));
     affine(p, x, y);
@@ -94,7 +102,7 @@ TEST_F(SourceTest, FileToFileReproducesTheCpuTransformByteForByte) {
   }
 }
 
-TEST_F(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
+TEST_P(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
   const std::size_t n = 500'000;
   std::vector<std::size_t> produced, consumed;
   std::atomic<int> inside{0};
@@ -102,7 +110,7 @@ TEST_F(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
   std::vector<float> results(n, std::nanf(""));
   PipelineOptions o;
   o.chunk_items = 20'000;
-  Pipeline p(o);
+  Pipeline p = pipeline(o);
   const auto x = p.input(sluice::produce<float>(n, [&](ItemRange r, std::span<float> items) {
     overlapped |= ++inside > 1;
     produced.push_back(r.begin);
@@ -125,12 +133,12 @@ TEST_F(SourceTest, ProducersAndConsumersAreCalledOnceAChunkInOrder) {
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(results[i], static_cast<float>(i) * 2.0f + 1.0f) << i;
 }
 
-TEST_F(SourceTest, AProducerThatThrowsStopsTheRunAndNothingPastItIsWritten) {
+TEST_P(SourceTest, AProducerThatThrowsStopsTheRunAndNothingPastItIsWritten) {
   const std::size_t n = 100'000, chunk = 10'000;
   const auto out_path = dir_ / "partial.f32";
   PipelineOptions o;
   o.chunk_items = chunk;
-  Pipeline p(o);
+  Pipeline p = pipeline(o);
   const auto x = p.input(sluice::produce<float>(
       n,
       [](ItemRange r, std::span<float> items) {
@@ -163,14 +171,14 @@ TEST_F(SourceTest, AProducerThatThrowsStopsTheRunAndNothingPastItIsWritten) {
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(i) * 2.0f + 1.0f) << i;
 }
 
-TEST_F(SourceTest, AFileTruncatedUnderTheRunNamesFileOffsetAndChunk) {
+TEST_P(SourceTest, AFileTruncatedUnderTheRunNamesFileOffsetAndChunk) {
   const std::size_t n = 200'000;
   const auto in = pattern(n);
   const auto path = write_floats("shrinks.f32", in);
   std::vector<float> out(n);
   PipelineOptions o;
   o.chunk_items = 20'000;
-  Pipeline p(o);
+  Pipeline p = pipeline(o);
   const auto x = p.input(sluice::SourceOf<float>{std::make_shared<ShrinkingFile>(path, 100'000, 110'000 * 4)});
   const auto y = p.output(out);
   affine(p, x, y);
@@ -186,11 +194,11 @@ TEST_F(SourceTest, AFileTruncatedUnderTheRunNamesFileOffsetAndChunk) {
   }
 }
 
-TEST_F(SourceTest, AFileTruncatedBeforeTheRunIsRefusedBeforeWork) {
+TEST_P(SourceTest, AFileTruncatedBeforeTheRunIsRefusedBeforeWork) {
   const auto in = pattern(10'000);
   const auto path = write_floats("short.f32", in);
   std::vector<float> out(in.size());
-  Pipeline p;
+  Pipeline p = pipeline();
   const auto x = p.input(sluice::from_file<float>(path));
   const auto y = p.output(out);
   bool computed = false;
@@ -200,9 +208,11 @@ TEST_F(SourceTest, AFileTruncatedBeforeTheRunIsRefusedBeforeWork) {
   EXPECT_FALSE(computed);
 }
 
-TEST_F(SourceTest, SourceItemSizeMustMatchTheHandleType) {
+TEST_P(SourceTest, SourceItemSizeMustMatchTheHandleType) {
   const auto path = write_floats("f.f32", pattern(100));
-  Pipeline p;
+  Pipeline p = pipeline();
   EXPECT_THROW(p.input(sluice::SourceOf<double>{std::make_shared<sluice::FileSource>(path, sizeof(float))}),
                std::invalid_argument);
 }
+
+}  // namespace sluice::test
