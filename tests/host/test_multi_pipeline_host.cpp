@@ -3,6 +3,9 @@
 // is left out, and a part that fails fails the run while the others finish.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -66,6 +69,32 @@ TEST(MultiPipelineOnHost, EveryPartRunsOnItsOwnExecutor) {
   }
   for (std::size_t k = 0; k < executors.size(); ++k) EXPECT_GT(executors[k].operations_checked(), 0u) << "part " << k;
   expect_clean(executors);
+}
+
+// Parts on one executor see its pinned memory as pinned: each copies its
+// share of the pinned spans directly, the copies cut at the share's ends.
+TEST(MultiPipelineOnHost, PartsOnOneExecutorCopyItsPinnedMemoryDirectly) {
+  HostExecutor host(HostExecutorOptions{.jitter_us = 10, .seed = 3});
+  const auto values = pattern(70'001);
+  {
+    HostExecutor::Buffer in = host.allocate_pinned(values.size() * sizeof(float));
+    HostExecutor::Buffer out = host.allocate_pinned(values.size() * sizeof(float));
+    std::copy(values.begin(), values.end(), in.as<float>().begin());
+    std::fill(out.as<float>().begin(), out.as<float>().end(), std::nanf(""));
+    MultiPipeline p = MultiPipeline::on_host({host, host, host}, small_chunks());
+    const auto x = p.input(std::span<const float>(in.as<float>()));
+    const auto y = p.output(out.as<float>());
+    p.compute([x, y](const Chunk& c, std::size_t) {
+      for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = c[x][i] * 2 + 1;
+    });
+    const MultiReport report = p.run();
+    EXPECT_TRUE(is_affine(values, out.as<float>()));
+    for (const auto& part : report.parts) {
+      EXPECT_GT(part.items.size(), 0u);
+      EXPECT_EQ(part.report.volume.staged_in_bytes + part.report.volume.staged_out_bytes, 0.0);
+    }
+  }
+  expect_clean({host});
 }
 
 TEST(MultiPipelineOnHost, APartDealtNoItemsIsLeftOut) {
