@@ -19,6 +19,8 @@ writes them (rank 0).
 """
 import argparse
 import contextlib
+import datetime
+import gc
 import json
 import os
 import pathlib
@@ -49,6 +51,8 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=10, help="steps left out of the timing")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--dist-timeout", type=float, default=1800, metavar="SECONDS",
+                   help="how long a rank waits for the others (rendezvous, collectives) before it fails")
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where there is one")
     p.add_argument("--checkpoint", help="where the checkpoint is saved (rank 0) and resumed from")
     p.add_argument("--save-every", type=int, default=0, help="steps between checkpoints (and always at the end)")
@@ -62,14 +66,15 @@ def parse_args(argv):
 class Job:
     """This process's rank, the world and the device, from what torchrun sets."""
 
-    def __init__(self, device_kind):
+    def __init__(self, device_kind, timeout_s):
         self.rank, self.world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
         kind = device_kind or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(kind, int(os.environ.get("LOCAL_RANK", 0))) if kind == "cuda" else torch.device("cpu")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         if self.world > 1:
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
+                                    timeout=datetime.timedelta(seconds=timeout_s))
 
     def mean(self, tensor):
         if self.world > 1:
@@ -80,6 +85,18 @@ class Job:
     def say(self, *text):
         if self.rank == 0:
             print(*text, flush=True)
+
+    def close(self):
+        """Takes the process group down once every rank is done with it; the DDP wrapper must be gone.
+
+        DDP's reducer holds the process group. Were it the last holder, gloo's destructor would join
+        its worker threads with the GIL held, while a worker that has just finished a collective may
+        be waiting for the GIL to free a tensor Python gave up: the rank hangs at exit. Taken down by
+        destroy_process_group, the group is destroyed with the GIL released."""
+        if self.world > 1:
+            gc.collect()  # a wrapper kept only by a reference cycle goes now, not after the group
+            dist.barrier()  # every rank done with the process group before any takes it down
+            dist.destroy_process_group()
 
 
 def make_batches(a, job, batch, state, steps):
@@ -105,7 +122,7 @@ def main(argv=None):
         return 0
     if not a.data:
         raise SystemExit("--data is needed (or --write-shards DIR to make a dataset)")
-    job = Job(a.device)
+    job = Job(a.device, a.dist_timeout)
     if a.global_batch % job.world:
         raise SystemExit(f"a global batch of {a.global_batch} rows does not divide over {job.world} ranks")
     batch = a.global_batch // job.world
@@ -189,9 +206,8 @@ def main(argv=None):
                 f"GPU waiting for data {idle} of the loop{own}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
     if a.json and job.rank == 0:
         pathlib.Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
-    if job.world > 1:
-        dist.barrier()  # every rank done with the process group before any takes it down
-        dist.destroy_process_group()
+    del trained  # DDP's reducer lets go of the process group before the group goes: see Job.close
+    job.close()
     return 0
 
 

@@ -111,8 +111,10 @@ class HostExecutor {
   // Each fault fires once, in the first run that reaches its operation.
   void inject(InjectedFault fault);
   void clear_faults();
-  // The lanes wait only for the edges `keep` accepts; the checks still hold
-  // every operation to the whole schedule. Shows what each edge guards.
+  // The driver and the lanes wait only for the edges `keep` accepts (the
+  // drain still waits for each chunk's D2H: that is where it learns how the
+  // chunk went); the checks still hold every operation to the whole
+  // schedule. Shows what each edge guards.
   void ignore_edges(EdgeFilter keep);
 
   // What it holds now, for leak checks: slot memory, page-locked ranges, lane threads.

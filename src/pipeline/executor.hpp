@@ -123,6 +123,11 @@ class Executor {
   // Blocks the host until the caller's earlier work is done (staging reads caller memory).
   virtual void wait_for_caller_on_host() = 0;
 
+  // Whether the driver keeps to this edge of the schedule: always, except on
+  // a host executor told to leave edges out (HostExecutor::ignore_edges), to
+  // show what each one guards.
+  virtual bool keeps(const Op& /*op*/, const Edge& /*edge*/) const { return true; }
+
   // The driver, per device operation.
   virtual void wait(const Op& op, OpRef on) = 0;  // `on` is a device operation on another lane
   virtual void wait_for_caller(const Op& op) = 0;

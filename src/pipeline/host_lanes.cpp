@@ -85,9 +85,9 @@ class HostLanes final : public Executor {
   }
   void wait_for_caller_on_host() override {}
 
+  bool keeps(const Op& op, const Edge& edge) const override { return device_->keeps(op, edge); }
+
   void wait(const Op& op, OpRef on) override {
-    for (const Edge& edge : op.waits)
-      if (edge.on == on && !device_->keeps(op, edge)) return;
     enqueue(op, [this, on] {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return settled(state(on)); });

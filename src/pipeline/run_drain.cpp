@@ -28,6 +28,13 @@ void Run::drain() noexcept {
     for (; chunk < schedule_->chunk_count(); ++chunk) {
       {
         std::unique_lock lock(mutex_);
+        if (!failed_ && enqueued_ <= chunk && !draining.empty()) {
+          // The driver may be waiting for these chunks' slots: finish them
+          // before waiting for the driver.
+          lock.unlock();
+          for (; !draining.empty(); draining.pop_front()) end_chunk(draining.front());
+          lock.lock();
+        }
         progress_.wait(lock, [&] { return failed_ || enqueued_ > chunk; });
         if (failed_) break;
       }

@@ -62,6 +62,7 @@ void Run::submit(const Op& op) {
       // Captured for replay, nothing runs: what the host would wait for is
       // an event set the drain frees, and a replayed run has no drain.
       if (capturing_ && on_host(edge.on.stage)) continue;
+      if (!exec_.keeps(op, edge)) continue;
       if (on_host(edge.on.stage)) {
         const auto wait_begin = timed_ ? Clock::now() : Clock::time_point{};
         wait_on_host(op, edge);
@@ -153,7 +154,9 @@ void Run::wait_on_host(const Op& op, const Edge& edge) {
     case Stage::stage_in:
       if (next_stage_in_ <= edge.on.chunk) {
         // Its pinned slot is still being read by an earlier H2D: wait for that, then fill it.
-        for (const Edge& before : schedule_->op(edge.on).waits) {
+        const Op stage_in = schedule_->op(edge.on);
+        for (const Edge& before : stage_in.waits) {
+          if (!exec_.keeps(stage_in, before)) continue;
           const OpStatus status = exec_.wait_done(before.on, Pause::sleep);
           if (status.error) {
             fail_from(status);
@@ -196,6 +199,7 @@ void Run::start_ready_stage_ins() {
   while (next_stage_in_ < s.chunk_count()) {
     const Op op = s.op(next_stage_in_, Stage::stage_in);
     for (const Edge& edge : op.waits) {
+      if (!exec_.keeps(op, edge)) continue;
       if (edge.on.chunk >= submitted_h2d_) return;  // not even submitted yet
       const OpStatus status = exec_.status(edge.on);
       if (status.error) {

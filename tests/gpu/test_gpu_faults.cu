@@ -86,19 +86,19 @@ using Sink = RecordingSink<std::uint32_t>;
 // One pipeline over one mix on the GPU, run again and again with a fault and without.
 class GpuRig {
  public:
-  GpuRig(Mix mix, std::size_t depth) : mix_(mix) {
+  GpuRig(FaultMix mix, std::size_t depth) : mix_(mix) {
     PipelineOptions o;
     o.chunk_items = chunk_items;
     o.depth = depth;
-    o.host_memory = mix == Mix::registered ? HostMemoryPolicy::register_memory : HostMemoryPolicy::stage;
+    o.host_memory = mix == FaultMix::registered ? HostMemoryPolicy::register_memory : HostMemoryPolicy::stage;
     pipeline_.emplace(o);
     Pipeline& p = *pipeline_;
     sluice::SpanHandle<const std::uint32_t> x;
-    if (mix == Mix::pinned) {
+    if (mix == FaultMix::pinned) {
       pinned_in_ = sluice::PinnedBuffer<std::uint32_t>(item_count);
       for (std::size_t i = 0; i < item_count; ++i) pinned_in_[i] = input_at(i);
       x = p.input(pinned_in_.span());
-    } else if (mix == Mix::source) {
+    } else if (mix == FaultMix::source) {
       source_ = std::make_shared<Source>(item_count, &input_at);
       x = p.input(sluice::SourceOf<std::uint32_t>{source_});
     } else {
@@ -107,11 +107,11 @@ class GpuRig {
       x = p.input(vector_in_);
     }
     sluice::SpanHandle<std::uint32_t> y;
-    if (mix == Mix::pinned || mix == Mix::source) {
+    if (mix == FaultMix::pinned || mix == FaultMix::source) {
       pinned_out_ = sluice::PinnedBuffer<std::uint32_t>(item_count);
       out_ = pinned_out_.span();
       y = p.output(out_);
-    } else if (mix == Mix::sink) {
+    } else if (mix == FaultMix::sink) {
       sink_ = std::make_shared<Sink>(item_count);
       out_ = sink_->pending;
       y = p.output(sluice::SinkOf<std::uint32_t>{sink_});
@@ -236,7 +236,7 @@ class GpuRig {
     }
     const WrittenChunks w = written_chunks<std::uint32_t>(out_, chunks(), output_at, poison);
     if (!w.problem.empty()) problems << w.problem << "; ";
-    const bool host_pass = mix_ == Mix::staged || mix_ == Mix::sink;
+    const bool host_pass = mix_ == FaultMix::staged || mix_ == FaultMix::sink;
     if (!finished && host_pass) finished = w.prefix;
     if (fault == GpuFault::sink_commit) {
       if (w.prefix != chunk_count || finished != std::optional<std::size_t>(chunk_count)) problems << "commit: not all written; ";
@@ -273,7 +273,7 @@ class GpuRig {
     return {};
   }
 
-  Mix mix_;
+  FaultMix mix_;
   std::optional<Pipeline> pipeline_;
   sluice::PinnedBuffer<std::uint32_t> pinned_in_, pinned_out_;
   std::vector<std::uint32_t> vector_in_, vector_out_;
@@ -285,7 +285,7 @@ class GpuRig {
   std::vector<std::uint32_t> committed_;
 };
 
-constexpr Mix all_mixes[] = {Mix::pinned, Mix::staged, Mix::registered, Mix::source, Mix::sink};
+constexpr FaultMix all_mixes[] = {FaultMix::pinned, FaultMix::staged, FaultMix::registered, FaultMix::source, FaultMix::sink};
 
 class GpuFaults : public GpuTest {};
 
@@ -293,11 +293,11 @@ class GpuFaults : public GpuTest {};
 
 TEST_F(GpuFaults, EveryRecoverableFaultAtEveryChunkAndDepthLeavesThePipelineUsable) {
   std::size_t injected = 0;
-  for (const Mix mix : all_mixes) {
+  for (const FaultMix mix : all_mixes) {
     std::vector<GpuFault> faults = {GpuFault::launch_refused, GpuFault::copy_refused, GpuFault::compute_throws,
                                     GpuFault::chunk_done_throws};
-    if (mix == Mix::source) faults.push_back(GpuFault::source_throws);
-    if (mix == Mix::sink) faults.insert(faults.end(), {GpuFault::sink_throws, GpuFault::sink_commit});
+    if (mix == FaultMix::source) faults.push_back(GpuFault::source_throws);
+    if (mix == FaultMix::sink) faults.insert(faults.end(), {GpuFault::sink_throws, GpuFault::sink_commit});
     for (std::size_t depth = 1; depth <= 4; ++depth) {
       GpuRig rig(mix, depth);
       EXPECT_EQ(rig.runs_right(), "") << name(mix) << ", depth " << depth << ", first run";
@@ -327,7 +327,7 @@ TEST_F(GpuFaults, EveryRecoverableFaultAtEveryChunkAndDepthLeavesThePipelineUsab
 TEST_F(GpuFaults, AKernelFaultOrAWildCopyIsReportedInEveryMix) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (const GpuFault fault : {GpuFault::kernel_faults, GpuFault::wild_copy})
-    for (const Mix mix : all_mixes) {
+    for (const FaultMix mix : all_mixes) {
       EXPECT_EXIT(
           {
             alarm(120);

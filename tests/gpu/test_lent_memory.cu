@@ -8,14 +8,14 @@
 #include <cmath>
 #include <vector>
 
-#include "pipeline_test.hpp"
+#include "gpu_pipeline_test.hpp"
 #include "sluice/pointer_query.hpp"
 
 using sluice::MemoryKind;
 using sluice::Pipeline;
 using namespace sluice::test;
 
-TEST_F(PipelineTest, VectorsFreedUnderALivePipelineLeaveNewOnesAtTheirAddressesPageable) {
+TEST_F(GpuPipelineTest, VectorsFreedUnderALivePipelineLeaveNewOnesAtTheirAddressesPageable) {
   // 40 MiB each: past malloc's largest mmap threshold (32 MiB), so the pages
   // go back when a vector is freed and the next one is likely mapped there again.
   const std::size_t n = std::size_t{10} << 20, bytes = n * sizeof(float);

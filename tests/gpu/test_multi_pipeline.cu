@@ -1,49 +1,12 @@
-// The multi-GPU pipeline, run here with several parts on whatever GPUs there
-// are (a device may be named twice): shares, global item numbers, results.
-#include <mutex>
-#include <set>
-#include <vector>
-
-#include "pipeline_test.hpp"
+// The multi-GPU pipeline's devices are checked before anything else. (Its
+// runs go on either executor: tests/pipeline/test_multi_pipeline.cpp.)
+#include "gpu_pipeline_test.hpp"
 #include "sluice/device.hpp"
 #include "sluice/multi_pipeline.hpp"
 
 using namespace sluice::test;
 
-TEST_F(PipelineTest, MultiPipelineSplitsTheItemsAndGetsEveryOneRight) {
-  const int gpus = sluice::Device::count();
-  std::vector<int> devices;
-  for (int k = 0; k < 3; ++k) devices.push_back(k % gpus);  // three parts over the GPUs there are
-  const std::size_t n = 3'000'001;
-  const auto in = pattern(n);
-  std::vector<float> out(n, std::nanf(""));
-  sluice::MultiPipeline p(devices);
-  const auto x = p.input(in);
-  const auto y = p.output(out);
-  std::mutex seen_mutex;  // the parts call back from their own threads
-  std::set<std::size_t> seen_parts;
-  p.compute([&, x, y](const sluice::Chunk& c, std::size_t part) {
-    {
-      std::lock_guard lock(seen_mutex);
-      seen_parts.insert(part);
-    }
-    ASSERT_LE(c.items.end, n);  // global item numbers
-    launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2, 1);
-  });
-  for (int run = 0; run < 3; ++run) {  // the shares follow the measured speed from the second run
-    std::fill(out.begin(), out.end(), std::nanf(""));
-    const auto report = p.run();
-    ASSERT_EQ(report.parts.size(), 3u);
-    std::size_t next = 0;
-    for (const auto& part : report.parts) {
-      EXPECT_EQ(part.items.begin, next);
-      next = part.items.end;
-      if (part.items.size() > 0) EXPECT_EQ(part.report.item_count, part.items.size());
-    }
-    EXPECT_EQ(next, n);
-    ASSERT_TRUE(is_affine(in, out)) << "run " << run;
-  }
-  EXPECT_EQ(seen_parts, (std::set<std::size_t>{0, 1, 2}));
-  EXPECT_THROW(sluice::MultiPipeline({}), std::invalid_argument);
-  EXPECT_THROW(sluice::MultiPipeline({gpus}), std::invalid_argument);
+TEST_F(GpuPipelineTest, MultiPipelineRefusesADeviceThatDoesNotExist) {
+  EXPECT_THROW(sluice::MultiPipeline({sluice::Device::count()}), std::invalid_argument);
+  EXPECT_THROW(sluice::MultiPipeline({0, -1}), std::invalid_argument);
 }

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "pipeline_test.hpp"
+#include "gpu_pipeline_test.hpp"
 #include "sluice/device_buffer.hpp"
 #include "sluice/host_registration.hpp"
 #include "sluice/pinned_buffer.hpp"
@@ -29,7 +29,7 @@ void poison(std::span<float> out) { std::fill(out.begin(), out.end(), std::nanf(
 
 }  // namespace
 
-TEST_F(PipelineTest, AReplayedRunCallsTheComputeOnceAtCaptureAndReplaysIt) {
+TEST_F(GpuPipelineTest, AReplayedRunCallsTheComputeOnceAtCaptureAndReplaysIt) {
   const std::size_t n = 10'500;  // 11 chunks, the last one short
   const auto in = pattern(n);
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
@@ -55,7 +55,7 @@ TEST_F(PipelineTest, AReplayedRunCallsTheComputeOnceAtCaptureAndReplaysIt) {
 
 // The graph copies to the memory it was captured with: after rebind() it
 // must be captured again (or updated), or the results land in the old output.
-TEST_F(PipelineTest, AReplayedRunFollowsARebind) {
+TEST_F(GpuPipelineTest, AReplayedRunFollowsARebind) {
   const std::size_t n = 8'000;
   const auto in = pattern(n);
   sluice::PinnedBuffer<float> pin_in(n), first(n), second(n);
@@ -82,7 +82,7 @@ TEST_F(PipelineTest, AReplayedRunFollowsARebind) {
   EXPECT_EQ(calls.load(), 16) << "captured twice: 8 chunks each";
 }
 
-TEST_F(PipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
+TEST_F(GpuPipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
   const std::size_t n = 6'000;
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
   sluice::Stream caller;
@@ -107,7 +107,7 @@ TEST_F(PipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
   }
 }
 
-TEST_F(PipelineTest, CallerRegisteredMemoryReplays) {
+TEST_F(GpuPipelineTest, CallerRegisteredMemoryReplays) {
   const std::size_t n = 20'000;
   auto in = pattern(n);
   std::vector<float> out(n);
@@ -137,7 +137,7 @@ std::string refusal(Pipeline& p) {
 }
 }  // namespace
 
-TEST_F(PipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
+TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
   const std::size_t n = 4'000;
   const auto in = pattern(n);
   std::vector<float> out(n, std::nanf(""));

@@ -15,28 +15,28 @@ namespace sluice::test {
 inline constexpr std::size_t chunk_count = 4;
 
 // The spans of a run: where its input comes from and its output goes.
-enum class Mix {
+enum class FaultMix {
   pinned,      // page-locked memory both ways (allocate_pinned, PinnedBuffer): copied directly
   staged,      // std::vectors, HostMemoryPolicy::stage
   registered,  // std::vectors, HostMemoryPolicy::register_memory (page-locked for each run)
   source,      // a Source fills the input's pinned slots; pinned output
   sink,        // staged input; a Sink takes the output from its pinned slots
 };
-inline std::string name(Mix mix) {
+inline std::string name(FaultMix mix) {
   switch (mix) {
-    case Mix::pinned: return "pinned";
-    case Mix::staged: return "staged";
-    case Mix::registered: return "registered";
-    case Mix::source: return "source";
-    case Mix::sink: return "sink";
+    case FaultMix::pinned: return "pinned";
+    case FaultMix::staged: return "staged";
+    case FaultMix::registered: return "registered";
+    case FaultMix::source: return "source";
+    case FaultMix::sink: return "sink";
   }
   return "?";
 }
 // For GoogleTest's names of parameterised tests.
-inline void PrintTo(Mix mix, std::ostream* os) { *os << name(mix); }
-inline bool stages_in(Mix mix) { return mix == Mix::staged || mix == Mix::source || mix == Mix::sink; }
+inline void PrintTo(FaultMix mix, std::ostream* os) { *os << name(mix); }
+inline bool stages_in(FaultMix mix) { return mix == FaultMix::staged || mix == FaultMix::source || mix == FaultMix::sink; }
 // Whether the output passes through the host after its D2H (staged, sink).
-inline bool output_host_pass(Mix mix) { return mix == Mix::staged || mix == Mix::sink; }
+inline bool output_host_pass(FaultMix mix) { return mix == FaultMix::staged || mix == FaultMix::sink; }
 
 // The compute and chunk-done callables' own failures, of types the pipeline
 // must hand back as they were thrown.
@@ -80,7 +80,7 @@ struct Case {
   bool before_work() const { return fault == Fault::source_begin || fault == Fault::sink_begin; }
 };
 
-inline std::vector<Case> cases_for(Mix mix) {
+inline std::vector<Case> cases_for(FaultMix mix) {
   std::vector<Case> cases;
   for (std::size_t c = 0; c < chunk_count; ++c) {
     for (Stage s : {Stage::stage_in, Stage::h2d, Stage::compute, Stage::d2h, Stage::stage_out})
@@ -88,14 +88,14 @@ inline std::vector<Case> cases_for(Mix mix) {
     for (Stage s : {Stage::h2d, Stage::compute, Stage::d2h}) cases.push_back({Fault::submit, c, s});
     cases.push_back({Fault::compute_throws, c, Stage::compute});
     cases.push_back({Fault::chunk_done_throws, c, Stage::stage_out});
-    if (mix == Mix::source) {
+    if (mix == FaultMix::source) {
       cases.push_back({Fault::source_throws, c, Stage::stage_in});
       cases.push_back({Fault::source_io_error, c, Stage::stage_in});
     }
-    if (mix == Mix::sink) cases.push_back({Fault::sink_throws, c, Stage::stage_out});
+    if (mix == FaultMix::sink) cases.push_back({Fault::sink_throws, c, Stage::stage_out});
   }
-  if (mix == Mix::source) cases.push_back({Fault::source_begin, 0, Stage::stage_in});
-  if (mix == Mix::sink) {
+  if (mix == FaultMix::source) cases.push_back({Fault::source_begin, 0, Stage::stage_in});
+  if (mix == FaultMix::sink) {
     cases.push_back({Fault::sink_begin, 0, Stage::stage_out});
     cases.push_back({Fault::sink_commit, chunk_count - 1, Stage::stage_out});
   }

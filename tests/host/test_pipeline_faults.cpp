@@ -61,22 +61,22 @@ using Sink = RecordingSink<std::uint32_t>;
 // One pipeline over one mix, run again and again with a fault and without.
 class FaultRig {
  public:
-  FaultRig(Mix mix, std::size_t depth, HostExecutor& host) : mix_(mix), host_(host) {
+  FaultRig(FaultMix mix, std::size_t depth, HostExecutor& host) : mix_(mix), host_(host) {
     PipelineOptions o;
     o.chunk_items = chunk_items;
     o.depth = depth;
     o.staging_threads = 2;
-    o.host_memory = mix == Mix::registered ? HostMemoryPolicy::register_memory : HostMemoryPolicy::stage;
+    o.host_memory = mix == FaultMix::registered ? HostMemoryPolicy::register_memory : HostMemoryPolicy::stage;
     pipeline_.emplace(o, host);
     Pipeline& p = *pipeline_;
 
     sluice::SpanHandle<const std::uint32_t> x;
-    if (mix == Mix::pinned) {
+    if (mix == FaultMix::pinned) {
       pinned_in_ = host.allocate_pinned(item_count * sizeof(std::uint32_t));
       auto in = pinned_in_.as<std::uint32_t>();
       for (std::size_t i = 0; i < item_count; ++i) in[i] = input_at(i);
       x = p.input(in);
-    } else if (mix == Mix::source) {
+    } else if (mix == FaultMix::source) {
       source_ = std::make_shared<Source>(item_count, input_fill);
       x = p.input(sluice::SourceOf<std::uint32_t>{source_});
     } else {
@@ -86,11 +86,11 @@ class FaultRig {
     }
 
     sluice::SpanHandle<std::uint32_t> y;
-    if (mix == Mix::pinned || mix == Mix::source) {
+    if (mix == FaultMix::pinned || mix == FaultMix::source) {
       pinned_out_ = host.allocate_pinned(item_count * sizeof(std::uint32_t));
       out_ = pinned_out_.as<std::uint32_t>();
       y = p.output(out_);
-    } else if (mix == Mix::sink) {
+    } else if (mix == FaultMix::sink) {
       sink_ = std::make_shared<Sink>(item_count);
       out_ = sink_->pending;
       y = p.output(sluice::SinkOf<std::uint32_t>{sink_});
@@ -321,7 +321,7 @@ class FaultRig {
     EXPECT_TRUE(host_.violations().empty()) << host_.violations().front();
   }
 
-  Mix mix_;
+  FaultMix mix_;
   HostExecutor& host_;
   std::optional<Pipeline> pipeline_;
   HostExecutor::Buffer pinned_in_, pinned_out_;
@@ -334,10 +334,10 @@ class FaultRig {
   std::vector<std::uint32_t> committed_before_;
 };
 
-class EveryFault : public ::testing::TestWithParam<Mix> {};
+class EveryFault : public ::testing::TestWithParam<FaultMix> {};
 
 TEST_P(EveryFault, AtEveryOperationAndDepthLeavesOutputsWholeAndThePipelineUsable) {
-  const Mix mix = GetParam();
+  const FaultMix mix = GetParam();
   std::size_t injected = 0;
   for (std::size_t depth = 1; depth <= 4; ++depth) {
     HostExecutorOptions ho;
@@ -395,7 +395,7 @@ TEST_P(EveryFault, AtEveryOperationAndDepthLeavesOutputsWholeAndThePipelineUsabl
 }
 
 INSTANTIATE_TEST_SUITE_P(Spans, EveryFault,
-                         ::testing::Values(Mix::pinned, Mix::staged, Mix::registered, Mix::source, Mix::sink),
-                         [](const ::testing::TestParamInfo<Mix>& param) { return name(param.param); });
+                         ::testing::Values(FaultMix::pinned, FaultMix::staged, FaultMix::registered, FaultMix::source, FaultMix::sink),
+                         [](const ::testing::TestParamInfo<FaultMix>& param) { return name(param.param); });
 
 }  // namespace

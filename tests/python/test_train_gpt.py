@@ -1,12 +1,18 @@
 """examples/train_gpt.py: the loss falls; a job saved on 2 ranks and resumed on 3 (and on 1) trains on
 exactly the samples the uninterrupted job does, with the same losses. The ranks are processes on the
 CPU talking over gloo, started with the environment torchrun gives them (RANK, WORLD_SIZE, LOCAL_RANK,
-MASTER_ADDR, MASTER_PORT). The sluice loader's run needs a GPU."""
+MASTER_ADDR, MASTER_PORT, and the store this process holds for them, as torchrun's agent does). The
+sluice loader's run needs a GPU."""
+import contextlib
+import datetime
 import json
 import os
-import socket
+import resource
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 
@@ -17,6 +23,8 @@ if not torch.distributed.is_available() or not torch.distributed.is_gloo_availab
     pytest.skip("this torch has no torch.distributed with gloo", allow_module_level=True)
 
 SCRIPT = ROOT / "examples" / "train_gpt.py"
+TORCHRUN_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                 "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT")
 TINY = ["--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32", "--lr", "3e-3",
         "--log-every", "0", "--warmup", "0"]
 
@@ -29,31 +37,80 @@ def data(tmp_path_factory):
     return f"--data={directory}/train_*.bin"
 
 
-def train(ranks, *args, timeout=300):
-    """Runs the script on `ranks` processes as torchrun starts them; fails with their output if one fails."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(ranks):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks), LOCAL_RANK=str(rank),
-                   LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-        if ranks == 1:
-            for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-                env.pop(key)
-        procs.append(subprocess.Popen([sys.executable, str(SCRIPT), *args], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    for p in procs:
+def train(ranks, *args, timeout=180):
+    """Runs the script on `ranks` processes as torchrun starts them; fails with their output if one fails.
+
+    As torchrun does, this process holds the rendezvous store and the ranks connect to it: the port is
+    never let go between being chosen and being listened on. A rank that fails stops the others; ranks
+    still running at the deadline print their stacks (faulthandler, on SIGABRT) before they are killed,
+    and a rank left waiting for the others gives up after --dist-timeout."""
+    env = {key: value for key, value in os.environ.items() if key not in TORCHRUN_KEYS}
+    env.update(OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
+    store = None
+    if ranks > 1:
+        store = torch.distributed.TCPStore("127.0.0.1", 0, ranks, True, datetime.timedelta(seconds=60),
+                                           wait_for_workers=False)
+        env.update(WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(store.port), TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+        args = (*args, "--dist-timeout", "60")
+    procs, outputs = [], []
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(stop, procs)  # whatever happens here, no rank outlives the test
+        with no_core_files():
+            for rank in range(ranks):
+                outputs.append(cleanup.enter_context(tempfile.TemporaryFile("w+")))
+                rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank)) if ranks > 1 else env
+                procs.append(subprocess.Popen([sys.executable, str(SCRIPT), *args], env=rank_env,
+                                              stdout=outputs[-1], stderr=subprocess.STDOUT, text=True))
+        failure = wait_for(procs, timeout)
+        texts = []
+        for out in outputs:
+            out.seek(0)
+            texts.append(out.read())
+    del store  # every rank has exited
+    if failure:
+        pytest.fail(failure + "".join(f"\n--- rank {r} (exit {p.returncode}):\n{text}"
+                                      for r, (p, text) in enumerate(zip(procs, texts))), pytrace=False)
+    return texts[0]
+
+
+def wait_for(procs, timeout):
+    """None once every rank has exited with 0; else why not, after the ranks left are stopped."""
+    deadline = time.monotonic() + timeout
+    while any(p.poll() is None for p in procs):
+        failed = [r for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+        if failed or time.monotonic() > deadline:
+            stuck = stop(procs)
+            why = f"rank(s) {failed} failed" if failed else f"rank(s) {stuck} still running after {timeout} s"
+            return f"{why}; rank(s) {stuck} stopped, with their stacks printed"
+        time.sleep(0.05)
+    failed = [r for r, p in enumerate(procs) if p.returncode != 0]
+    return f"rank(s) {failed} failed" if failed else None
+
+
+def stop(procs):
+    """Stops the ranks still running, each printing its stack first; returns them."""
+    running = [r for r, p in enumerate(procs) if p.poll() is None]
+    for r in running:
+        procs[r].send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack, then the rank ends
+    for r in running:
         try:
-            outputs.append(p.communicate(timeout=timeout)[0])
+            procs[r].wait(timeout=10)
         except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-    for p, out in zip(procs, outputs):
-        assert p.returncode == 0, f"a rank failed:\n{out}"
-    return outputs[0]
+            procs[r].kill()
+            procs[r].wait()
+    return running
+
+
+@contextlib.contextmanager
+def no_core_files():
+    """The ranks started meanwhile inherit a core size limit of 0: one stopped with SIGABRT leaves no core file."""
+    limits = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, limits[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, limits)
 
 
 def samples(directory, ranks):

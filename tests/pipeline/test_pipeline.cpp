@@ -7,28 +7,14 @@
 
 #include "pipeline/pipeline_access.hpp"
 #include "pipeline_test.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/pinned_buffer.hpp"
 
 using sluice::Chunk;
 using sluice::Pipeline;
 using sluice::PipelineOptions;
-using namespace sluice::test;
 
-namespace {
+namespace sluice::test {
 
-__global__ void mixed(const float* a, const int* b, double* sum, float* product, std::size_t n) {
-  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (i < n) {
-    sum[i] = static_cast<double>(a[i]) + b[i];
-    product[i] = a[i] * static_cast<float>(b[i]);
-  }
-}
-
-}  // namespace
-
-TEST_F(PipelineTest, OddSizesEveryDepthPageableAndPinned) {
+TEST_P(PipelineTest, OddSizesEveryDepthPageableAndPinned) {
   const std::size_t chunk = 1000;
   for (std::size_t items : {std::size_t{1}, chunk - 1, chunk, chunk + 1, std::size_t{7919}, 3 * chunk}) {
     for (std::size_t depth = 1; depth <= 4; ++depth) {
@@ -40,17 +26,17 @@ TEST_F(PipelineTest, OddSizesEveryDepthPageableAndPinned) {
       o.host_memory = sluice::HostMemoryPolicy::stage;
       {  // pageable std::vector in and out
         std::vector<float> out(items, std::nanf(""));
-        Pipeline p(o);
+        Pipeline p = pipeline(o);
         affine(p, p.input(in), p.output(out));
         const auto report = p.run();
         EXPECT_EQ(report.chunk_count, (items + chunk - 1) / chunk);
         EXPECT_TRUE(is_affine(in, out)) << "pageable, " << items << " items, depth " << depth;
       }
       {  // pinned in and out
-        sluice::PinnedBuffer<float> pin_in(items), pin_out(items);
+        auto pin_in = backend().pinned<float>(items), pin_out = backend().pinned<float>(items);
         std::copy(in.begin(), in.end(), pin_in.begin());
         std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
-        Pipeline p(o);
+        Pipeline p = pipeline(o);
         affine(p, p.input(pin_in.span()), p.output(pin_out.span()));
         p.run();
         EXPECT_TRUE(is_affine(in, pin_out.span())) << "pinned, " << items << " items, depth " << depth;
@@ -67,17 +53,17 @@ struct ChunkSizes {
   sluice::RunReport report;
   bool right = false;
 };
-ChunkSizes chunk_sizes_of(const PipelineOptions& o) {
+ChunkSizes chunk_sizes_of(Backend& backend, const PipelineOptions& o) {
   const std::size_t n = 3'000'017;
   const auto in = pattern(n);
   std::vector<float> out(n, std::nanf(""));
-  Pipeline p(o);
+  Pipeline p = backend.pipeline(o);
   ChunkSizes r;
   const auto x = p.input(in);
   const auto y = p.output(out);
-  p.compute([&r, x, y](const Chunk& c) {
+  p.compute([&r, &backend, x, y](const Chunk& c) {
     r.sizes.push_back(c.size());
-    launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+    backend.affine(c, c[x].data(), c[y].data(), 2.0f, 1.0f);
   });
   r.report = p.run();
   r.right = is_affine(in, out);
@@ -86,8 +72,8 @@ ChunkSizes chunk_sizes_of(const PipelineOptions& o) {
 
 }  // namespace
 
-TEST_F(PipelineTest, EqualChunksByDefault) {
-  const ChunkSizes r = chunk_sizes_of({});
+TEST_P(PipelineTest, EqualChunksByDefault) {
+  const ChunkSizes r = chunk_sizes_of(backend(), {});
   EXPECT_TRUE(r.right);
   ASSERT_EQ(r.sizes.size(), r.report.chunk_count);
   ASSERT_GE(r.sizes.size(), 3u);
@@ -95,11 +81,11 @@ TEST_F(PipelineTest, EqualChunksByDefault) {
   EXPECT_LE(r.sizes.back(), r.report.chunk_items);
 }
 
-TEST_F(PipelineTest, RampedChunksWhenAskedFor) {
+TEST_P(PipelineTest, RampedChunksWhenAskedFor) {
   PipelineOptions o;
   o.chunk_items = 400'000;
   o.first_chunk_items = 50'000;  // a ramp at both ends
-  const ChunkSizes r = chunk_sizes_of(o);
+  const ChunkSizes r = chunk_sizes_of(backend(), o);
   EXPECT_TRUE(r.right);
   ASSERT_EQ(r.sizes.size(), r.report.chunk_count);
   ASSERT_GE(r.sizes.size(), 3u);
@@ -108,27 +94,24 @@ TEST_F(PipelineTest, RampedChunksWhenAskedFor) {
   EXPECT_EQ(*std::max_element(r.sizes.begin(), r.sizes.end()), r.report.chunk_items);
 }
 
-TEST_F(PipelineTest, SeveralSpansOfDifferentTypes) {
+TEST_P(PipelineTest, SeveralSpansOfDifferentTypes) {
   const std::size_t n = 100'003;
   auto a = pattern(n);
   std::vector<int> b(n);
   for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<int>(i % 97) - 40;
   std::vector<double> sum(n, std::nan(""));
-  sluice::PinnedBuffer<float> product(n);  // one pinned output beside pageable spans
+  auto product = backend().pinned<float>(n);  // one pinned output beside pageable spans
   std::fill(product.begin(), product.end(), std::nanf(""));
   PipelineOptions o;
   o.chunk_items = 4096;
-  Pipeline p(o);
+  Pipeline p = pipeline(o);
   const auto ha = p.input(a);
   const auto hb = p.input(b);
   const auto hs = p.output(sum);
   const auto hp = p.output(product.span());
   static_assert(std::is_same_v<decltype(ha), const sluice::SpanHandle<const float>>);
   static_assert(std::is_same_v<decltype(hs), const sluice::SpanHandle<double>>);
-  p.compute([=](const Chunk& c) {
-    mixed<<<static_cast<unsigned>((c.size() + 255) / 256), 256, 0, c.stream.get()>>>(c[ha].data(), c[hb].data(),
-                                                                                      c[hs].data(), c[hp].data(), c.size());
-  });
+  p.compute([=, b = &backend()](const Chunk& c) { b->mixed(c, c[ha].data(), c[hb].data(), c[hs].data(), c[hp].data()); });
   p.run();
   for (std::size_t i = 0; i < n; ++i) {
     ASSERT_EQ(sum[i], static_cast<double>(a[i]) + b[i]) << i;
@@ -136,33 +119,34 @@ TEST_F(PipelineTest, SeveralSpansOfDifferentTypes) {
   }
 }
 
-TEST_F(PipelineTest, InPlaceTransformPageableAndPinned) {
+TEST_P(PipelineTest, InPlaceTransformPageableAndPinned) {
   const std::size_t n = 54'321;
   const auto original = pattern(n);
   PipelineOptions o;
   o.chunk_items = 5000;
+  auto in_place = [b = &backend()](SpanHandle<float> h) {
+    return [b, h](const Chunk& c) { b->affine(c, c[h].data(), c[h].data(), 2.0f, 1.0f); };
+  };
   {
     auto data = original;
-    Pipeline p(o);
-    const auto h = p.inout(data);
-    p.compute([h](const Chunk& c) { launch_affine(c.stream, c[h].data(), c[h].data(), c.size(), 2.0f, 1.0f); });
+    Pipeline p = pipeline(o);
+    p.compute(in_place(p.inout(data)));
     p.run();
     EXPECT_TRUE(is_affine(original, data));
   }
   {
-    sluice::PinnedBuffer<float> data(n);
+    auto data = backend().pinned<float>(n);
     std::copy(original.begin(), original.end(), data.begin());
-    Pipeline p(o);
-    const auto h = p.inout(data.span());
-    p.compute([h](const Chunk& c) { launch_affine(c.stream, c[h].data(), c[h].data(), c.size(), 2.0f, 1.0f); });
+    Pipeline p = pipeline(o);
+    p.compute(in_place(p.inout(data.span())));
     p.run();
     EXPECT_TRUE(is_affine(original, data.span()));
   }
 }
 
-TEST_F(PipelineTest, ZeroItemsRunsNoChunk) {
+TEST_P(PipelineTest, ZeroItemsRunsNoChunk) {
   std::vector<float> in, out;
-  Pipeline p;
+  Pipeline p = pipeline();
   int calls = 0;
   const auto x = p.input(in);
   const auto y = p.output(out);
@@ -174,34 +158,34 @@ TEST_F(PipelineTest, ZeroItemsRunsNoChunk) {
   (void)y;
 }
 
-TEST_F(PipelineTest, ChunkTellsItsPlaceAndCount) {
+TEST_P(PipelineTest, ChunkTellsItsPlaceAndCount) {
   const auto in = pattern(10'000);
   std::vector<float> out(in.size());
   PipelineOptions o;
   o.chunk_items = 3000;
-  Pipeline p(o);
+  Pipeline p = pipeline(o);
   const auto x = p.input(in);
   const auto y = p.output(out);
   std::vector<std::pair<std::size_t, std::size_t>> seen;
-  p.compute([&seen, x, y](const Chunk& c) {
+  p.compute([&seen, b = &backend(), x, y](const Chunk& c) {
     seen.emplace_back(c.index, c.count);
-    launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+    b->affine(c, c[x].data(), c[y].data(), 2.0f, 1.0f);
   });
   p.run();
   ASSERT_EQ(seen.size(), 4u);
   for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], std::make_pair(i, std::size_t{4}));
 }
 
-TEST_F(PipelineTest, HandlesRefuseOtherPipelinesAndWrongTypes) {
+TEST_P(PipelineTest, HandlesRefuseOtherPipelinesAndWrongTypes) {
   const auto in = pattern(100);
   std::vector<float> out(100);
-  Pipeline first, second;
+  Pipeline first = pipeline(), second = pipeline();
   const auto foreign = first.input(in);
   const auto x = second.input(in);
   const auto y = second.output(out);
   second.compute([foreign](const Chunk& c) { (void)c[foreign]; });
   EXPECT_THROW(second.run(), std::logic_error);  // a handle of the first pipeline
-  Pipeline third;
+  Pipeline third = pipeline();
   third.input(in);
   third.output(out);
   third.compute([](const Chunk& c) { (void)c.device<double>(0); });  // floats read as doubles
@@ -215,16 +199,18 @@ TEST_F(PipelineTest, HandlesRefuseOtherPipelinesAndWrongTypes) {
   (void)y;
 }
 
-TEST_F(PipelineTest, PositionalAccessForBindingsIsChecked) {
+TEST_P(PipelineTest, PositionalAccessForBindingsIsChecked) {
   const auto in = pattern(2048);
   std::vector<float> out(in.size(), std::nanf(""));
-  Pipeline p;
+  Pipeline p = pipeline();
   const std::size_t x = sluice::detail::PipelineAccess::add_host(p, in.data(), in.size(), sizeof(float), sluice::SpanRole::input);
   const std::size_t y = sluice::detail::PipelineAccess::add_host(p, out.data(), out.size(), sizeof(float), sluice::SpanRole::output);
-  p.compute([x, y](const Chunk& c) {
+  p.compute([x, y, b = &backend()](const Chunk& c) {
     ASSERT_EQ(c.slots.size(), 2u);
-    launch_affine(c.stream, c.device<float>(x), c.device<float>(y), c.size(), 2.0f, 1.0f);
+    b->affine(c, c.device<float>(x), c.device<float>(y), 2.0f, 1.0f);
   });
   p.run();
   EXPECT_TRUE(is_affine(in, out));
 }
+
+}  // namespace sluice::test
