@@ -98,7 +98,8 @@ nlohmann::json row_json(const MeasuredRow& row) {
   if (row.model_ms) j["model_ms"] = *row.model_ms;
   j["overhead"] = row.overhead ? nlohmann::json{{"start_ms", row.overhead->start_ms},
                                                 {"end_ms", row.overhead->end_ms},
-                                                {"host_us_per_chunk", row.overhead->host_us_per_chunk}}
+                                                {"host_us_per_chunk", row.overhead->host_us_per_chunk},
+                                                {"prepare_ms", row.overhead->prepare_ms}}
                                : nlohmann::json(nullptr);
   return j;
 }

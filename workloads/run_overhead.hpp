@@ -49,13 +49,15 @@ inline std::optional<RunReport::Overhead> overhead_of(std::span<const StageInter
 // Figure by figure, the median of several runs' costs; unset for none.
 inline std::optional<RunReport::Overhead> median_overhead(std::span<const RunReport::Overhead> runs) {
   if (runs.empty()) return std::nullopt;
-  std::vector<double> start, end, host;
+  std::vector<double> start, end, host, prepare;
   for (const auto& r : runs) {
     start.push_back(r.start_ms);
     end.push_back(r.end_ms);
     host.push_back(r.host_us_per_chunk);
+    prepare.push_back(r.prepare_ms);
   }
-  return RunReport::Overhead{percentile(start, 0.5), percentile(end, 0.5), percentile(host, 0.5)};
+  return RunReport::Overhead{percentile(start, 0.5), percentile(end, 0.5), percentile(host, 0.5),
+                             percentile(prepare, 0.5)};
 }
 
 // A report's costs are left 0 where the engine did not time the run's stages.

@@ -37,6 +37,7 @@ struct RunReport {
     double start_ms = 0;
     double end_ms = 0;
     double host_us_per_chunk = 0;
+    double prepare_ms = 0;  // of start_ms: the host's checks, plan and slots before the run's origin
   };
   Overhead overhead;
 

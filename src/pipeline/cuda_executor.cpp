@@ -183,6 +183,7 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<ThreadBinding> bind_thread() override { return std::make_unique<Binding>(device_); }
 
   void begin_run(std::optional<StreamView> caller, bool align_clocks) override {
+    finish_recorded_ = false;
     if (caller) caller_ready_.record(*caller);
     origin_.record(h2d_);
     if (align_clocks) origin_.synchronize();
@@ -230,6 +231,7 @@ class CudaExecutor final : public Executor {
   void end_run(std::optional<StreamView> caller) override {
     // The D2H stream's last copy waits for the last kernel, which waits for the last H2D.
     finish_.record(d2h_);
+    finish_recorded_ = true;
     if (caller) caller->wait(finish_);
   }
 
@@ -247,6 +249,10 @@ class CudaExecutor final : public Executor {
   double run_ms() override { return elapsed_ms(origin_, finish_); }
 
   std::exception_ptr synchronize() override {
+    // A run that reached its finish mark has nothing left on any stream: the
+    // mark follows the last D2H, which follows every kernel and H2D.
+    if (finish_recorded_ && cudaEventQuery(finish_.get()) == cudaSuccess) return nullptr;
+    (void)cudaGetLastError();
     // After a sticky error these fail again; the failure is already known.
     cudaError_t error = cudaStreamSynchronize(h2d_.get());
     for (auto& s : compute_)
@@ -321,9 +327,11 @@ class CudaExecutor final : public Executor {
 
   void replay(std::optional<StreamView> caller) override {
     const StreamView stream = caller ? *caller : h2d_.view();
+    finish_recorded_ = false;
     origin_.record(stream);
     SLUICE_CUDA_CHECK(cudaGraphLaunch(exec_, stream.get()));
     finish_.record(stream);
+    finish_recorded_ = true;
   }
 
   std::exception_ptr wait_replayed(Pause pause) override {
@@ -373,6 +381,7 @@ class CudaExecutor final : public Executor {
   std::vector<EventSet> events_;  // [chunk % event sets]
   bool timed_ = false;
   Event caller_ready_, origin_{Event::Timing::enabled}, finish_{Event::Timing::enabled};
+  bool finish_recorded_ = false;  // this run recorded its finish mark
   std::vector<Event> joins_;  // where a capture's streams join back
   bool capturing_ = false;
   cudaGraph_t graph_ = nullptr;         // the last capture

@@ -131,7 +131,8 @@ RunReport Run::finish() {
       report.volume.kernel_ms = compute_union_ms(drain_intervals_);
       // The device's origin is marked as the run starts, when its streams are
       // idle: it stands for the host's origin within a few microseconds.
-      report.overhead.start_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count() + first_copy_ms_;
+      report.overhead.prepare_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count();
+      report.overhead.start_ms = report.overhead.prepare_ms + first_copy_ms_;
       report.overhead.end_ms = std::max(0.0, host_ms(Clock::now()) - last_copy_ms_);
       report.overhead.host_us_per_chunk = driver_busy_ms_ * 1000.0 / static_cast<double>(n);
     }

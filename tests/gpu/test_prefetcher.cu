@@ -89,12 +89,12 @@ TEST_F(PrefetcherTest, EveryBatchHoldsThePlannedTokensForBothWidths) {
     o.shuffle = true;
     o.seed = 99;
     o.ahead = 2;
+    sluice::Stream step;  // outlives the loader, which frees its slots in this stream's order
     TokenLoader loader({pattern}, 16, o);
     EXPECT_EQ(loader.token_bytes(), width);
     const sluice::TokenWindows windows(sluice::open_shards({pattern}), 16);
     const sluice::BatchPlan plan(windows.count(), {5, true, 99, 0, 1, false});
     ASSERT_EQ(loader.windows(), windows.count());
-    sluice::Stream step;
     std::size_t checked = 0;
     for (std::size_t i = 0; i < 2 * plan.batches_per_epoch(); ++i) {  // two epochs, across every shard boundary
       const auto batch = loader.next(step);
@@ -116,11 +116,11 @@ TEST_F(PrefetcherTest, ASlowStepThatReadsLateSeesItsOwnBatch) {
   LoaderOptions o;
   o.batch = 8;
   o.ahead = 1;
+  sluice::Stream step;  // outlives the loader, which frees its slots in this stream's order
   TokenLoader loader({pattern}, 64, o);
   const sluice::TokenWindows windows(sluice::open_shards({pattern}), 64);
   const sluice::BatchPlan plan(windows.count(), {8, false, 0, 0, 1, false});
   const std::size_t steps = 40, per = 8 * 64;
-  sluice::Stream step;
   sluice::DeviceBuffer<std::int32_t> seen(steps * per, step);
   int khz = 0;
   SLUICE_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
@@ -248,8 +248,8 @@ TEST_F(PrefetcherTest, AShardTruncatedMidEpochNamesFileAndOffset) {
   LoaderOptions o;
   o.batch = 16;
   o.ahead = 1;
+  sluice::Stream step;  // outlives the loader, which frees its slots in this stream's order
   TokenLoader loader({pattern}, 64, o);
-  sluice::Stream step;
   loader.next(step);
   std::filesystem::resize_file(file, 1024 + 2 * 5000);  // windows past token 5000 are gone
   try {
@@ -351,10 +351,10 @@ TEST_F(PrefetcherTest, RecordsComeOverAsTheyAre) {
   o.batch = 9;
   o.shuffle = true;
   o.seed = 3;
+  sluice::Stream step;  // outlives the loader, which frees its slots in this stream's order
   sluice::RecordLoader loader(file, record, o, {.header_bytes = 64});
   EXPECT_EQ(loader.records(), count);
   const sluice::BatchPlan plan(count, {9, true, 3, 0, 1, false});
-  sluice::Stream step;
   for (std::size_t i = 0; i < plan.batches_per_epoch(); ++i) {
     const auto batch = loader.next(step);
     std::vector<std::byte> host(batch.records.size());
