@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <thread>
 #include <vector>
 
 #include "sluice/device_buffer.hpp"
@@ -10,6 +12,8 @@
 #include "sluice/event.hpp"
 #include "sluice/event_timer.hpp"
 #include "sluice/pinned_buffer.hpp"
+#include "sluice/pipeline.hpp"
+#include "sluice/staging_pool.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/stream.hpp"
 
@@ -20,6 +24,11 @@ namespace {
 __global__ void spin_for(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {}
+}
+
+__global__ void copy_items(const float* in, float* out, std::size_t n) {
+  const std::size_t i = threadIdx.x;
+  if (i < n) out[i] = in[i];
 }
 
 double median_of(std::vector<double> samples) { return summarize(samples).median; }
@@ -95,6 +104,41 @@ FixedCosts measure_fixed_costs(int device) {
     other.synchronize();
   }
   costs.chunk_ms = median_of(chunks);
+
+  // A job handed to the staging threads and waited for: what a stage-in or
+  // a stage-out costs beyond its bytes (a thread woken, the piece handed
+  // back). A small job, so its bytes cost next to nothing.
+  {
+    StagingPool pool;
+    std::vector<char> from(64 << 10), to(64 << 10);
+    std::vector<double> jobs;
+    for (int i = 0; i < 30; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // the threads gone idle, as between chunks
+      const auto t0 = Clock::now();
+      pool.run(from.size(), from.size(), [&](std::size_t, std::size_t n) { std::memcpy(to.data(), from.data(), n); });
+      if (i >= 5) jobs.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    costs.stage_ms = median_of(jobs);
+  }
+
+  // A run's own start and end, from the pipeline itself: one chunk of a
+  // few bytes, whose copies and kernel cost next to nothing.
+  {
+    PinnedBuffer<float> in(16), out(16);
+    PipelineOptions o;
+    o.device = device;
+    o.report_bound = true;  // the run is timed stage by stage: RunReport::overhead
+    Pipeline p(o);
+    const auto x = p.input(in.span());
+    const auto y = p.output(out.span());
+    p.compute([x, y](const Chunk& c) { copy_items<<<1, 32, 0, c.stream.get()>>>(c[x].data(), c[y].data(), c.size()); });
+    std::vector<double> runs;
+    for (int i = 0; i < 25; ++i) {
+      const RunReport r = p.run();
+      if (i >= 5) runs.push_back(r.overhead.start_ms + r.overhead.end_ms);
+    }
+    costs.run_ms = median_of(runs);
+  }
   SLUICE_CUDA_CHECK(cudaGetLastError());
   return costs;
 }

@@ -208,6 +208,8 @@ void measure_fixed_costs(ProbeResult& r, Stream& s1, Stream& s2) {
   r.fixed_costs.push_back(measured("model: kernel start after its event", 0, {model.launch_ms}));
   r.fixed_costs.push_back(measured("model: blocked thread wake-up", 0, {model.wake_ms}));
   r.fixed_costs.push_back(measured("model: host work per chunk", 0, {model.chunk_ms}));
+  r.fixed_costs.push_back(measured("model: staging job hand-off", 0, {model.stage_ms}));
+  r.fixed_costs.push_back(measured("model: a run's own start and end", 0, {model.run_ms}));
   r.fixed_costs.push_back(per_operation("host function round trip", 64, repeats, [&] {
     std::atomic<bool> done{false};
     enqueue_host(s1, [&done] { done.store(true, std::memory_order_release); });

@@ -30,7 +30,8 @@ struct FixedCosts {
   double launch_ms = 0.004;  // a kernel launch, submit to start
   double wake_ms = 0.05;     // a host thread woken by a blocking event wait
   double chunk_ms = 0.01;    // the host's work to enqueue one chunk
-  double run_ms = 0.05;      // a run's own start and end
+  double run_ms = 0.05;      // a run's own start and end (RunReport::overhead of a run of one tiny chunk)
+  double stage_ms = 0.03;    // a job handed to the staging threads and back, beyond its bytes
 };
 
 struct KernelCost {

@@ -67,10 +67,14 @@ std::vector<Task> tasks_of(const Schedule& s, const FixedCosts& fixed, const Ker
           t.work = static_cast<double>(op.bytes);
           t.latency = op.active ? fixed.copy_ms : 0;
           break;
-        case Stage::stage_in: t.work = static_cast<double>(op.bytes); break;
+        // Each staging job is handed to the staging threads, and its end back to the driver or drain.
+        case Stage::stage_in:
+          t.work = static_cast<double>(op.bytes);
+          t.latency = op.active ? fixed.stage_ms : 0;
+          break;
         case Stage::stage_out:
           t.work = static_cast<double>(op.bytes);
-          t.latency = s.stages_out() ? fixed.wake_ms : 0;  // the drain notices a D2H done when it next looks
+          t.latency = op.active ? fixed.stage_ms : 0;
           break;
       }
       for (const Edge& e : op.waits) t.deps.push_back(e.on.index());

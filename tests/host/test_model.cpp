@@ -13,7 +13,7 @@ namespace {
 // equal chunks: timelines that can be worked out by hand.
 ModelInput plain(std::size_t items, std::size_t chunk) {
   ModelInput in;
-  in.fixed = {0, 0, 0, 0, 0};
+  in.fixed = {0, 0, 0, 0, 0, 0};
   in.rates.h2d_gbps = in.rates.d2h_gbps = 50;
   in.rates.both_gbps = 100;
   in.spans = sluice::array_spans(1, 1, 1, false);

@@ -241,6 +241,8 @@ FixedCosts fixed_costs_of(const ProbeResult& r) {
     if (m.name == "model: kernel start after its event") costs.launch_ms = m.ms.median;
     if (m.name == "model: blocked thread wake-up") costs.wake_ms = m.ms.median;
     if (m.name == "model: host work per chunk") costs.chunk_ms = m.ms.median;
+    if (m.name == "model: staging job hand-off") costs.stage_ms = m.ms.median;
+    if (m.name == "model: a run's own start and end") costs.run_ms = m.ms.median;
   }
   return costs;
 }
