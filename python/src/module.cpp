@@ -100,7 +100,10 @@ std::size_t add_span(Pipeline& p, std::uintptr_t data, std::size_t items, std::s
 void rebind_span(Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items, py::object owner) {
   detail::PipelineAccess::rebind_host(p, span, reinterpret_cast<const void*>(data), items, owner_of(std::move(owner)));
 }
-std::size_t add_span(MultiPipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role) {
+// The Python side holds a MultiPipeline's arrays for as long as it lives; its
+// parts never page-lock them between runs, so `owner` is not needed here.
+std::size_t add_span(MultiPipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role,
+                     py::object /*owner*/) {
   return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
 }
 
@@ -243,7 +246,10 @@ void bind_multi_pipeline(py::module_& m) {
                                            staging_threads, host_memory, priority, record, report_bound, device));
            }),
            py::arg("devices"), SLUICE_PIPELINE_OPTION_ARGS)
-      .def("add_host", py::overload_cast<MultiPipeline&, std::uintptr_t, std::size_t, std::size_t, const std::string&>(&add_span))
+      .def("add_host",
+           py::overload_cast<MultiPipeline&, std::uintptr_t, std::size_t, std::size_t, const std::string&, py::object>(
+               &add_span),
+           py::arg("data"), py::arg("items"), py::arg("item_bytes"), py::arg("role"), py::arg("owner") = py::none())
       .def("compute",
            [](MultiPipeline& p, py::object fn) {
              auto held = hold_with_gil(std::move(fn));
