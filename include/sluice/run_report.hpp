@@ -47,14 +47,4 @@ struct RunReport {
   double efficiency() const { return bound ? sluice::efficiency(bound->ms, wall_ms) : 0.0; }
 };
 
-// Each stage timed alone over a run's chunks (Pipeline::rerun_stages_alone).
-struct StageCosts {
-  double h2d_ms = 0;     // all input bytes, copy alone, from pinned scratch
-  double kernel_ms = 0;  // every chunk's compute alone, back to back
-  double d2h_ms = 0;     // all output bytes, copy alone, to pinned scratch
-  double both_ms = 0;    // inputs and outputs copied at once; 0 without both
-  double h2d_bytes = 0;
-  double d2h_bytes = 0;
-};
-
 }  // namespace sluice
