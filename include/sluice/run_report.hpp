@@ -9,6 +9,7 @@
 
 #include "sluice/bound.hpp"
 #include "sluice/stage_interval.hpp"
+#include "sluice/trace.hpp"
 
 namespace sluice {
 
@@ -46,5 +47,8 @@ struct RunReport {
   // bound / wall; 0 when no bound was measured.
   double efficiency() const { return bound ? sluice::efficiency(bound->ms, wall_ms) : 0.0; }
 };
+
+// A recorded run as a timeline (record must have been on).
+Trace make_trace(std::string title, const RunReport& report);
 
 }  // namespace sluice

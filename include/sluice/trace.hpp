@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "sluice/run_report.hpp"
 #include "sluice/stage_interval.hpp"
 
 namespace sluice {
@@ -19,9 +18,6 @@ struct Trace {
   // From 0 to the later of the wall time and the last interval's end.
   double span_ms() const;
 };
-
-// A pipeline run as a trace (its report must have been recorded).
-Trace make_trace(std::string title, const RunReport& report);
 
 struct LaneStats {
   Lane lane = Lane::compute;

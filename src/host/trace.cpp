@@ -34,15 +34,6 @@ double Trace::span_ms() const {
   return end;
 }
 
-Trace make_trace(std::string title, const RunReport& report) {
-  Trace t;
-  t.title = std::move(title);
-  t.intervals = report.intervals;
-  t.wall_ms = report.wall_ms;
-  if (report.bound) t.bound_ms = report.bound->ms;
-  return t;
-}
-
 TraceStats analyze(const Trace& trace, double min_gap_ms) {
   TraceStats stats;
   stats.span_ms = trace.span_ms();

@@ -1,3 +1,4 @@
+#include "sluice/run_report.hpp"
 #include "sluice/trace.hpp"
 
 #include <gtest/gtest.h>
