@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "sluice/batch_plan.hpp"
+#include "sluice/io_error.hpp"
 #include "sluice/stream_view.hpp"
 
 namespace sluice {

@@ -22,6 +22,7 @@
 #include "sluice/host_rates.hpp"
 #include "sluice/host_registration.hpp"
 #include "sluice/host_timer.hpp"
+#include "sluice/io_error.hpp"
 #include "sluice/link_rates.hpp"
 #include "sluice/memory_kind.hpp"
 #include "sluice/model.hpp"

@@ -58,12 +58,6 @@ bool detail::direct_ok(int direct_fd, std::uint64_t offset, std::size_t bytes, c
          reinterpret_cast<std::uintptr_t>(buffer) % direct_alignment == 0;
 }
 
-IoError::IoError(std::string path, std::uint64_t offset, const std::string& what)
-    : std::runtime_error(path + ": " + what), path_(std::move(path)), offset_(offset) {}
-
-IoError::IoError(const IoError& cause, const std::string& context)
-    : std::runtime_error(context + ": " + cause.what()), path_(cause.path_), offset_(cause.offset_) {}
-
 FileSource::FileSource(std::filesystem::path path, std::size_t item_bytes, FileOptions options)
     : path_(std::move(path)), item_bytes_(item_bytes), options_(options) {
   using detail::errno_text;

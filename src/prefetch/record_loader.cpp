@@ -9,7 +9,7 @@
 
 #include "engine.hpp"
 #include "read_fully.hpp"
-#include "sluice/file_io.hpp"
+#include "sluice/io_error.hpp"
 
 namespace sluice {
 
