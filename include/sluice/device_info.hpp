@@ -6,9 +6,18 @@
 #include <string>
 #include <vector>
 
-#include "sluice/pcie_link.hpp"
-
 namespace sluice {
+
+// The PCIe link a GPU sits on, as the operating system reports it.
+struct PcieLink {
+  std::string current_speed;  // e.g. "32.0 GT/s PCIe"
+  int current_width = 0;      // lanes, e.g. 16
+  std::string max_speed;
+  int max_width = 0;
+  // Theoretical one-direction payload ceiling in GB/s from speed and width,
+  // after line encoding; 0 when the speed string is not understood.
+  double theoretical_gbps() const;
+};
 
 struct DeviceInfo {
   int ordinal = 0;

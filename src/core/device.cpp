@@ -6,6 +6,7 @@
 
 #include "sluice/error.hpp"
 #include "sluice/host_fn.hpp"
+#include "sluice/pcie_link.hpp"
 
 namespace sluice {
 
