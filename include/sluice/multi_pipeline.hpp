@@ -27,7 +27,7 @@
 namespace sluice {
 
 namespace detail {
-struct PipelineAccess;  // language bindings, whose item types are known only at run time
+struct MultiPipelineAccess;  // language bindings, whose item types are known only at run time
 }
 
 struct MultiReport {
@@ -75,7 +75,7 @@ class MultiPipeline {
  private:
   struct OnHost {};
   MultiPipeline(OnHost, std::vector<HostExecutor> parts, PipelineOptions options);
-  friend struct detail::PipelineAccess;
+  friend struct detail::MultiPipelineAccess;
   struct Span {
     std::byte* data;
     std::size_t items, item_bytes;

@@ -12,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "dlpack.hpp"
+#include "multigpu/multi_pipeline_access.hpp"
 #include "pipeline/pipeline_access.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
@@ -104,7 +105,7 @@ void rebind_span(Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t
 // parts never page-lock them between runs, so `owner` is not needed here.
 std::size_t add_span(MultiPipeline& p, std::uintptr_t data, std::size_t items, std::size_t item_bytes, const std::string& role,
                      py::object /*owner*/) {
-  return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
+  return detail::MultiPipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
 }
 
 PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,

@@ -1,11 +1,12 @@
 #pragma once
-// Untyped entry points for code that knows item types only at run time: the
-// Python module and MultiPipeline. Not part of the C++ API: C++ callers use
-// the typed input()/output()/inout()/rebind(). Host-only.
+// Untyped entry points of a Pipeline for code that knows item types only at
+// run time: the Python module and MultiPipeline (whose own entry point is in
+// multigpu/multi_pipeline_access.hpp). Not part of the C++ API: C++ callers
+// use the typed input()/output()/inout()/rebind(). Host-only.
 #include <cstddef>
 #include <memory>
+#include <utility>
 
-#include "sluice/multi_pipeline.hpp"
 #include "sluice/pipeline.hpp"
 
 namespace sluice::detail {
@@ -24,10 +25,6 @@ struct PipelineAccess {
     p.rebind_host(span, p.generation(), data, items, true, std::move(owner));
   }
   static std::uint64_t generation(const Pipeline& p) { return p.generation(); }
-  static std::size_t add_host(MultiPipeline& p, const void* data, std::size_t items, std::size_t item_bytes,
-                              SpanRole role) {
-    return p.add(data, items, item_bytes, role);
-  }
 };
 
 }  // namespace sluice::detail
