@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bench_result.hpp"
-#include "sluice/pipeline_options.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
 #include "workload.hpp"
 
 namespace sluice::bench {

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "bench.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/tuner.hpp"
+#include "bound/link_rates.hpp"
+#include "sluice/measure/tuner.hpp"
 
 namespace sluice::bench {
 

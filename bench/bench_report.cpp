@@ -9,7 +9,7 @@
 
 #include "bench_result.hpp"
 #include "noise.hpp"
-#include "sluice/byte_size.hpp"
+#include "sluice/core/byte_size.hpp"
 #include "targets.hpp"
 #include "text_table.hpp"
 

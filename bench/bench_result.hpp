@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "bound/host_rates.hpp"
+#include "bound/link_rates.hpp"
 #include "measured_row.hpp"
-#include "sluice/bound.hpp"
-#include "sluice/device_info.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/model.hpp"
-#include "sluice/trace.hpp"
+#include "sluice/bound/bound.hpp"
+#include "sluice/core/device_info.hpp"
+#include "sluice/measure/model.hpp"
+#include "sluice/trace/trace.hpp"
 
 namespace sluice::bench {
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "sluice/host_rates.hpp"
-#include "streaming_copy.hpp"
+#include "bound/host_rates.hpp"
+#include "core/streaming_copy.hpp"
 
 namespace sluice::bench {
 

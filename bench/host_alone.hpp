@@ -9,8 +9,8 @@
 // takes longer than they allow, a staged run cannot reach them.
 #include <memory>
 
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/staging_pool.hpp"
+#include "core/staging_pool.hpp"
+#include "sluice/core/pinned_buffer.hpp"
 #include "workload.hpp"
 
 namespace sluice::bench {

@@ -10,14 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sluice/bound.hpp"
-#include "sluice/file_io.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/staging_pool.hpp"
-#include "sluice/token_shard.hpp"
-#include "text_table.hpp"
+#include "bound/host_rates.hpp"
+#include "bound/link_rates.hpp"
+#include "core/staging_pool.hpp"
 #include "python_peer.hpp"
+#include "sluice/bound/bound.hpp"
+#include "sluice/loader/token_shard.hpp"
+#include "sluice/pipeline/file_io.hpp"
+#include "text_table.hpp"
 #include "training_loop.hpp"
 
 namespace sluice::bench {

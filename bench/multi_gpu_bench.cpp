@@ -7,15 +7,15 @@
 #include <thread>
 #include <vector>
 
-#include "sluice/byte_size.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/device_scope.hpp"
-#include "sluice/error.hpp"
-#include "sluice/multi_pipeline.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stats.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/measure/stats.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
 #include "text_table.hpp"
 #include "workload.hpp"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "sluice/stats.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::bench {
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "sluice/pipeline_options.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
 #include "workload.hpp"
 
 namespace sluice::bench {

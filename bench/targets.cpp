@@ -7,7 +7,7 @@
 #include <map>
 
 #include "noise.hpp"
-#include "sluice/byte_size.hpp"
+#include "sluice/core/byte_size.hpp"
 
 namespace sluice::bench {
 

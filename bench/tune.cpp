@@ -8,14 +8,14 @@
 
 #include "absolute_bound.hpp"
 #include "bench.hpp"
+#include "bound/host_rates.hpp"
+#include "bound/link_rates.hpp"
 #include "measure.hpp"
+#include "measure/fixed_costs.hpp"
 #include "noise.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/device.hpp"
-#include "sluice/fixed_costs.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/tuner.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/measure/tuner.hpp"
 
 namespace sluice::bench {
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "noise.hpp"
-#include "sluice/byte_size.hpp"
+#include "sluice/core/byte_size.hpp"
 #include "targets.hpp"
 #include "text_table.hpp"
 #include "tune_result.hpp"

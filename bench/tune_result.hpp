@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "measured_row.hpp"
-#include "sluice/pipeline_options.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
 
 namespace sluice::bench {
 

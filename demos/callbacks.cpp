@@ -12,11 +12,11 @@
 
 #include "demo.hpp"
 #include "kernels.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/host_fn.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stats.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/host_fn.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::demo {
 

@@ -8,9 +8,9 @@
 
 #include "demo.hpp"
 #include "kernels.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/stream.hpp"
 
 namespace sluice::demo {
 

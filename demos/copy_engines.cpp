@@ -5,13 +5,13 @@
 #include <cstring>
 
 #include "demo.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/event.hpp"
-#include "sluice/event_timer.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stats.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/event_timer.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::demo {
 

@@ -10,9 +10,9 @@
 
 #include "demo.hpp"
 #include "kernels.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/stream.hpp"
 
 namespace sluice::demo {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/trace.hpp"
+#include "sluice/trace/trace.hpp"
 
 namespace sluice::demo {
 

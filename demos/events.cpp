@@ -10,10 +10,10 @@
 
 #include "demo.hpp"
 #include "kernels.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/event.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
 
 namespace sluice::demo {
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sluice/stream_view.hpp"
+#include "sluice/core/stream_view.hpp"
 
 namespace sluice::demo {
 

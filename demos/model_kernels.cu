@@ -1,6 +1,6 @@
 #include "model_kernels.hpp"
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice::demo {
 

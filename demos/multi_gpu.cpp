@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "sluice/device_scope.hpp"
-#include "sluice/device.hpp"
-#include "sluice/stats.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::demo {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "sluice/event.hpp"
-#include "sluice/stream.hpp"
-#include "sluice/trace.hpp"
-#include "sluice/trace_recorder.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/trace/trace.hpp"
+#include "sluice/trace/trace_recorder.hpp"
 
 namespace sluice::demo {
 

@@ -13,10 +13,10 @@
 #include "model_kernels.hpp"
 #include "multi_gpu.hpp"
 #include "nccl_runtime.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/device_scope.hpp"
-#include "sluice/multi_gpu_plans.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/multigpu/multi_gpu_plans.hpp"
 
 namespace sluice::demo {
 

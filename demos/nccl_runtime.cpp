@@ -6,7 +6,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "sluice/device.hpp"
+#include "sluice/core/device.hpp"
 
 namespace sluice::demo {
 

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "demo.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/event_timer.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stats.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/event_timer.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::demo {
 

@@ -15,12 +15,12 @@
 #include "demo.hpp"
 #include "model_kernels.hpp"
 #include "multi_gpu.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/device_scope.hpp"
-#include "sluice/error.hpp"
-#include "sluice/multi_gpu_plans.hpp"
-#include "sluice/stats.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/measure/stats.hpp"
+#include "sluice/multigpu/multi_gpu_plans.hpp"
 
 namespace sluice::demo {
 

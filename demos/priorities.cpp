@@ -9,11 +9,11 @@
 
 #include "demo.hpp"
 #include "kernels.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/event.hpp"
-#include "sluice/stats.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::demo {
 

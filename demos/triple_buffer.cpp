@@ -7,7 +7,7 @@
 #include "demo.hpp"
 #include "measure.hpp"
 #include "peers.hpp"
-#include "sluice/chunking.hpp"
+#include "pipeline/chunking.hpp"
 
 namespace sluice::demo {
 

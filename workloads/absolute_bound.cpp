@@ -4,14 +4,14 @@
 #include <span>
 #include <vector>
 
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/event.hpp"
-#include "sluice/event_timer.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/staging_rates.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/stream.hpp"
+#include "bound/host_rates.hpp"
+#include "bound/link_rates.hpp"
+#include "bound/staging_rates.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/event_timer.hpp"
+#include "sluice/core/stream.hpp"
 
 namespace sluice::workloads {
 

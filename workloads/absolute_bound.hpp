@@ -9,9 +9,9 @@
 //  - the host (pageable rows): the staging threads' copy rates with the link
 //    idle and while the copy engines stream (staging_rates.hpp), over scratch
 //    memory and over the row's own arrays; the fastest of them.
-#include "sluice/bound.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/staging_pool.hpp"
+#include "bound/host_rates.hpp"
+#include "core/staging_pool.hpp"
+#include "sluice/bound/bound.hpp"
 #include "workload.hpp"
 
 namespace sluice::workloads {

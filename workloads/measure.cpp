@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "peers.hpp"
-#include "sluice/error.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/stream.hpp"
 
 namespace sluice::workloads {
 

@@ -12,9 +12,9 @@
 
 #include "measured_row.hpp"
 #include "run_overhead.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/trace.hpp"
-#include "sluice/trace_recorder.hpp"
+#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/trace/trace.hpp"
+#include "sluice/trace/trace_recorder.hpp"
 #include "workload.hpp"
 
 namespace sluice::workloads {

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/model.hpp"
-#include "sluice/run_report.hpp"
-#include "sluice/stats.hpp"
+#include "sluice/measure/model.hpp"
+#include "sluice/measure/stats.hpp"
+#include "sluice/pipeline/run_report.hpp"
 
 namespace sluice::workloads {
 

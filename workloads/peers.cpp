@@ -5,8 +5,8 @@
 #include <memory>
 #include <mutex>
 
-#include "sluice/chunk_plan.hpp"
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/pipeline/chunk_plan.hpp"
 
 namespace sluice::workloads {
 

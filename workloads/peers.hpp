@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "sluice/device_buffer.hpp"
-#include "sluice/event.hpp"
-#include "sluice/stream.hpp"
-#include "sluice/trace_recorder.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/trace/trace_recorder.hpp"
 #include "workload.hpp"
 
 namespace sluice::workloads {

@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-#include "sluice/run_report.hpp"
-#include "sluice/stage_interval.hpp"
-#include "sluice/stats.hpp"
+#include "sluice/measure/stats.hpp"
+#include "sluice/pipeline/run_report.hpp"
+#include "sluice/trace/stage_interval.hpp"
 
 namespace sluice::workloads {
 

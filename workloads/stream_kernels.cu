@@ -1,6 +1,6 @@
 #include "stream_kernels.hpp"
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice::workloads {
 

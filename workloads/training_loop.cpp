@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <vector>
 
-#include "sluice/batch_plan.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stream.hpp"
-#include "sluice/token_windows.hpp"
-#include "sluice/trace_recorder.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/loader/batch_plan.hpp"
+#include "sluice/loader/token_windows.hpp"
+#include "sluice/trace/trace_recorder.hpp"
 #include "stream_kernels.hpp"
 
 namespace sluice::workloads {

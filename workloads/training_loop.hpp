@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "sluice/prefetcher.hpp"
-#include "sluice/trace.hpp"
+#include "sluice/loader/prefetcher.hpp"
+#include "sluice/trace/trace.hpp"
 
 namespace sluice::workloads {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice::workloads {
 

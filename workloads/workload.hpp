@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stream_view.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream_view.hpp"
 
 namespace sluice::workloads {
 

@@ -1,47 +1,64 @@
 #pragma once
-// Everything in sluice, for users who prefer one include.
+// Every public type of sluice, for users who prefer one include. The headers
+// under include/sluice/<concept>/ are the API; nothing else is.
 #if __cplusplus < 202002L
 #error "sluice needs C++20: in CMake, link sluice::sluice (which asks for it) and set no older CXX_STANDARD or CUDA_STANDARD"
 #endif
-#include "sluice/batch_plan.hpp"
-#include "sluice/bound.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/chunk.hpp"
-#include "sluice/chunk_plan.hpp"
-#include "sluice/chunking.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/device_info.hpp"
-#include "sluice/device_scope.hpp"
-#include "sluice/error.hpp"
-#include "sluice/event.hpp"
-#include "sluice/event_timer.hpp"
-#include "sluice/file_io.hpp"
-#include "sluice/fixed_costs.hpp"
-#include "sluice/host_fn.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/host_timer.hpp"
-#include "sluice/io_error.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/memory_kind.hpp"
-#include "sluice/model.hpp"
-#include "sluice/multi_gpu_plans.hpp"
-#include "sluice/multi_pipeline.hpp"
-#include "sluice/pcie_link.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/pipeline_options.hpp"
-#include "sluice/pointer_query.hpp"
-#include "sluice/prefetcher.hpp"
-#include "sluice/probe.hpp"
-#include "sluice/probe_result.hpp"
-#include "sluice/run_report.hpp"
-#include "sluice/source.hpp"
-#include "sluice/staging_pool.hpp"
-#include "sluice/stats.hpp"
-#include "sluice/stream.hpp"
-#include "sluice/stream_view.hpp"
-#include "sluice/token_shard.hpp"
-#include "sluice/token_windows.hpp"
-#include "sluice/tuner.hpp"
+
+// The core: the CUDA runtime in RAII types, devices, memory, file errors
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/device_info.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/event_timer.hpp"
+#include "sluice/core/host_fn.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/host_timer.hpp"
+#include "sluice/core/io_error.hpp"
+#include "sluice/core/memory_kind.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/pointer_query.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/core/stream_view.hpp"
+
+// Timelines of stream work, and their writers
+#include "sluice/trace/stage_interval.hpp"
+#include "sluice/trace/trace.hpp"
+#include "sluice/trace/trace_chrome.hpp"
+#include "sluice/trace/trace_recorder.hpp"
+#include "sluice/trace/trace_svg.hpp"
+#include "sluice/trace/trace_terminal.hpp"
+
+// The bound every run is judged by
+#include "sluice/bound/bound.hpp"
+
+// The pipeline: its schedule, its host executor, sources and sinks, its report
+#include "sluice/pipeline/chunk.hpp"
+#include "sluice/pipeline/chunk_plan.hpp"
+#include "sluice/pipeline/file_io.hpp"
+#include "sluice/pipeline/host_executor.hpp"
+#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
+#include "sluice/pipeline/run_report.hpp"
+#include "sluice/pipeline/schedule.hpp"
+#include "sluice/pipeline/source.hpp"
+
+// Training data
+#include "sluice/loader/batch_plan.hpp"
+#include "sluice/loader/prefetcher.hpp"
+#include "sluice/loader/token_shard.hpp"
+#include "sluice/loader/token_windows.hpp"
+
+// The probe, the model and the tuner
+#include "sluice/measure/model.hpp"
+#include "sluice/measure/probe.hpp"
+#include "sluice/measure/probe_result.hpp"
+#include "sluice/measure/stats.hpp"
+#include "sluice/measure/tuner.hpp"
+
+// Many GPUs
+#include "sluice/multigpu/multi_gpu_plans.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"

@@ -9,11 +9,11 @@
 
 #include "bindings.hpp"
 #include "dlpack.hpp"
-#include "sluice/batch_plan.hpp"
-#include "sluice/error.hpp"
-#include "sluice/prefetcher.hpp"
-#include "sluice/token_shard.hpp"
-#include "sluice/token_windows.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/loader/batch_plan.hpp"
+#include "sluice/loader/prefetcher.hpp"
+#include "sluice/loader/token_shard.hpp"
+#include "sluice/loader/token_windows.hpp"
 
 namespace py = pybind11;
 

@@ -1,12 +1,12 @@
-#include "sluice/device.hpp"
+#include "sluice/core/device.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <stdexcept>
 
-#include "sluice/error.hpp"
-#include "sluice/host_fn.hpp"
-#include "sluice/pcie_link.hpp"
+#include "pcie_link.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_fn.hpp"
 
 namespace sluice {
 

@@ -1,8 +1,8 @@
-#include "sluice/device_scope.hpp"
+#include "sluice/core/device_scope.hpp"
 
 #include <cuda_runtime_api.h>
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice {
 

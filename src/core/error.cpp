@@ -1,4 +1,4 @@
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 #include <atomic>
 #include <cstdio>

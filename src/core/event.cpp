@@ -1,9 +1,9 @@
-#include "sluice/event.hpp"
+#include "sluice/core/event.hpp"
 
 #include <stdexcept>
 #include <utility>
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice {
 

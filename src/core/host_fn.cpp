@@ -1,10 +1,10 @@
-#include "sluice/host_fn.hpp"
+#include "sluice/core/host_fn.hpp"
 
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice {
 

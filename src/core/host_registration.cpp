@@ -1,11 +1,11 @@
-#include "sluice/host_registration.hpp"
+#include "sluice/core/host_registration.hpp"
 
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice {
 

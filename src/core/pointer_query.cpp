@@ -1,4 +1,4 @@
-#include "sluice/pointer_query.hpp"
+#include "sluice/core/pointer_query.hpp"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "sluice/error.hpp"
-#include "sluice/host_registration.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_registration.hpp"
 
 namespace sluice {
 

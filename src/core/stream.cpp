@@ -1,4 +1,4 @@
-#include "sluice/stream.hpp"
+#include "sluice/core/stream.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "sluice/error.hpp"
-#include "sluice/event.hpp"
-#include "sluice/host_fn.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/host_fn.hpp"
 
 namespace sluice {
 

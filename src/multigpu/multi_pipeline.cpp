@@ -1,4 +1,4 @@
-#include "sluice/multi_pipeline.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/staging_pool.hpp"
 #include "pipeline/pipeline_access.hpp"
 #include "pipeline/span_set.hpp"
-#include "sluice/multi_gpu_plans.hpp"
-#include "sluice/staging_pool.hpp"
+#include "sluice/multigpu/multi_gpu_plans.hpp"
 
 namespace sluice {
 

@@ -4,7 +4,7 @@
 // the typed input()/output()/inout(). Host-only.
 #include <cstddef>
 
-#include "sluice/multi_pipeline.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
 
 namespace sluice::detail {
 

@@ -2,8 +2,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "sluice/error.hpp"
-#include "sluice/multi_pipeline.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
 
 namespace sluice {
 

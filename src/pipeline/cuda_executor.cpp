@@ -9,19 +9,19 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "bound/host_rates.hpp"
+#include "bound/link_rates.hpp"
+#include "bound/staging_rates.hpp"
 #include "core/event_poll.hpp"
 #include "executor.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/device_scope.hpp"
-#include "sluice/error.hpp"
-#include "sluice/event.hpp"
-#include "sluice/host_rates.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/link_rates.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/staging_rates.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/event.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::detail {
 

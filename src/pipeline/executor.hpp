@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/bound.hpp"
-#include "sluice/chunk.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/pointer_query.hpp"
-#include "sluice/schedule.hpp"
-#include "sluice/stream_view.hpp"
+#include "sluice/bound/bound.hpp"
+#include "sluice/core/pointer_query.hpp"
+#include "sluice/core/stream_view.hpp"
+#include "sluice/pipeline/chunk.hpp"
+#include "sluice/pipeline/pipeline.hpp"
+#include "sluice/pipeline/schedule.hpp"
 
 namespace sluice {
 class StagingPool;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "sluice/host_executor.hpp"
-#include "sluice/pointer_query.hpp"
+#include "sluice/core/pointer_query.hpp"
+#include "sluice/pipeline/host_executor.hpp"
 
 namespace sluice::detail {
 

@@ -14,7 +14,7 @@
 
 #include "executor.hpp"
 #include "host_device.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::detail {
 

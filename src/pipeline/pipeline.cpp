@@ -1,5 +1,5 @@
 // The public Pipeline and Submission: checks, ownership, and starting runs.
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 #include <cstdio>
 #include <stdexcept>

@@ -7,7 +7,7 @@
 #include <memory>
 #include <utility>
 
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::detail {
 

@@ -10,12 +10,12 @@
 #include <optional>
 
 #include "chunk_gate.hpp"
+#include "core/staging_pool.hpp"
 #include "executor.hpp"
 #include "slot_rings.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/staging_pool.hpp"
-#include "sluice/worker_thread.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 #include "span_set.hpp"
+#include "worker_thread.hpp"
 
 namespace sluice::detail {
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "pipeline_core.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::detail {
 

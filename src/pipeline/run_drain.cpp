@@ -4,9 +4,9 @@
 #include <deque>
 #include <thread>
 
+#include "core/streaming_copy.hpp"
 #include "run.hpp"
-#include "sluice/file_io.hpp"
-#include "streaming_copy.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 namespace sluice::detail {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "run.hpp"
-#include "sluice/file_io.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 namespace sluice::detail {
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "run.hpp"
-#include "sluice/file_io.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 namespace sluice::detail {
 

@@ -3,8 +3,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "host_memory.hpp"
-#include "sluice/byte_size.hpp"
+#include "core/host_memory.hpp"
+#include "sluice/core/byte_size.hpp"
 
 namespace sluice::detail {
 

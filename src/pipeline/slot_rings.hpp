@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "executor.hpp"
-#include "sluice/schedule.hpp"
+#include "sluice/pipeline/schedule.hpp"
 
 namespace sluice::detail {
 

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "core/staging_pool.hpp"
 #include "executor.hpp"
-#include "sluice/pipeline_options.hpp"
-#include "sluice/schedule.hpp"
-#include "sluice/source.hpp"
-#include "sluice/staging_pool.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
+#include "sluice/pipeline/schedule.hpp"
+#include "sluice/pipeline/source.hpp"
 
 namespace sluice::detail {
 

@@ -7,11 +7,11 @@
 
 #include "backend.hpp"
 #include "pipeline_test.hpp"
-#include "sluice/device.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/pinned_buffer.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/pinned_buffer.hpp"
 #include "test_kernels.cuh"
 
 namespace sluice::test {

@@ -4,7 +4,7 @@
 // pipeline test uses (tests/pipeline/pipeline_test.hpp).
 #include "gpu_test.hpp"
 #include "pipeline_test.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 #include "test_kernels.cuh"
 
 namespace sluice::test {

@@ -3,7 +3,7 @@
 // is usable (CI has nvcc but no GPU), and run for real where one is.
 #include <gtest/gtest.h>
 
-#include "sluice/device.hpp"
+#include "sluice/core/device.hpp"
 
 namespace sluice::test {
 

@@ -3,12 +3,12 @@
 #include <vector>
 
 #include "gpu_test.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/pointer_query.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/pointer_query.hpp"
+#include "sluice/core/stream.hpp"
 #include "test_kernels.cuh"
 
 using sluice::DeviceBuffer;

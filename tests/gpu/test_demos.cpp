@@ -6,7 +6,7 @@
 
 #include "demo.hpp"
 #include "gpu_test.hpp"
-#include "sluice/device.hpp"
+#include "sluice/core/device.hpp"
 
 namespace {
 std::vector<std::string> tested_demos() {

@@ -1,7 +1,7 @@
-#include "sluice/device.hpp"
+#include "sluice/core/device.hpp"
 
 #include "gpu_test.hpp"
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 class DeviceTest : public sluice::test::GpuTest {};
 

@@ -1,11 +1,11 @@
-#include "sluice/event.hpp"
+#include "sluice/core/event.hpp"
 
 #include <type_traits>
 
 #include "gpu_test.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
 #include "test_kernels.cuh"
 
 using sluice::Event;

@@ -1,12 +1,12 @@
-#include "sluice/host_fn.hpp"
+#include "sluice/core/host_fn.hpp"
 
 #include <atomic>
 #include <stdexcept>
 #include <vector>
 
 #include "gpu_test.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/stream.hpp"
 #include "test_kernels.cuh"
 
 using sluice::Stream;

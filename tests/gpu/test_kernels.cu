@@ -1,6 +1,6 @@
 #include "test_kernels.cuh"
 
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 namespace sluice::test {
 

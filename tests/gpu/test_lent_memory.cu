@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gpu_pipeline_test.hpp"
-#include "sluice/pointer_query.hpp"
+#include "sluice/core/pointer_query.hpp"
 
 using sluice::MemoryKind;
 using sluice::Pipeline;

@@ -1,8 +1,8 @@
 // The multi-GPU pipeline's devices are checked before anything else. (Its
 // runs go on either executor: tests/pipeline/test_multi_pipeline.cpp.)
 #include "gpu_pipeline_test.hpp"
-#include "sluice/device.hpp"
-#include "sluice/multi_pipeline.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
 
 using namespace sluice::test;
 

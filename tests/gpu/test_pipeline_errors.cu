@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gpu_pipeline_test.hpp"
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 using sluice::Chunk;
 using sluice::Pipeline;

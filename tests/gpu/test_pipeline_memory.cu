@@ -7,9 +7,9 @@
 
 #include "gpu_pipeline_test.hpp"
 #include "pipeline/pipeline_access.hpp"
-#include "sluice/error.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/pointer_query.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/pointer_query.hpp"
 
 using sluice::Chunk;
 using sluice::HostMemoryPolicy;

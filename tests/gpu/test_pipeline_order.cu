@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "gpu_pipeline_test.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
 
 using sluice::Chunk;
 using sluice::Pipeline;

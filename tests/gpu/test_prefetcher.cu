@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "gpu_test.hpp"
-#include "sluice/batch_plan.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/error.hpp"
-#include "sluice/file_io.hpp"
-#include "sluice/host_fn.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/prefetcher.hpp"
-#include "sluice/stream.hpp"
-#include "sluice/token_windows.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_fn.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/stream.hpp"
+#include "sluice/loader/batch_plan.hpp"
+#include "sluice/loader/prefetcher.hpp"
+#include "sluice/loader/token_windows.hpp"
+#include "sluice/pipeline/file_io.hpp"
 #include "test_kernels.cuh"
 
 using sluice::LoaderOptions;

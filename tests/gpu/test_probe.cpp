@@ -1,4 +1,4 @@
-#include "sluice/probe.hpp"
+#include "sluice/measure/probe.hpp"
 
 #include <algorithm>
 #include <string>

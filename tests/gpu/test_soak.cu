@@ -21,11 +21,11 @@
 
 #include "../host/run_probes.hpp"
 #include "gpu_test.hpp"
-#include "sluice/error.hpp"
-#include "sluice/host_registration.hpp"
-#include "sluice/pinned_buffer.hpp"
-#include "sluice/pipeline.hpp"
-#include "sluice/pointer_query.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/host_registration.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "sluice/core/pointer_query.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 using sluice::Chunk;
 using sluice::HostMemoryPolicy;

@@ -1,9 +1,9 @@
-#include "sluice/stream.hpp"
+#include "sluice/core/stream.hpp"
 
 #include <type_traits>
 
 #include "gpu_test.hpp"
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 using sluice::Stream;
 using sluice::StreamView;

@@ -1,8 +1,8 @@
-#include "sluice/trace_recorder.hpp"
+#include "sluice/trace/trace_recorder.hpp"
 
 #include "gpu_test.hpp"
-#include "sluice/device_buffer.hpp"
-#include "sluice/stream.hpp"
+#include "sluice/core/device_buffer.hpp"
+#include "sluice/core/stream.hpp"
 #include "test_kernels.cuh"
 
 class TraceRecorderTest : public sluice::test::GpuTest {};

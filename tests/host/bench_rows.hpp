@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "bench_result.hpp"
-#include "sluice/stats.hpp"
+#include "sluice/measure/stats.hpp"
 
 namespace sluice::bench::testing {
 

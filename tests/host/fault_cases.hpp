@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/schedule.hpp"
+#include "sluice/pipeline/schedule.hpp"
 
 namespace sluice::test {
 

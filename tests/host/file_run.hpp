@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/file_io.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 namespace sluice::test {
 

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "backend.hpp"
-#include "sluice/host_executor.hpp"
+#include "sluice/pipeline/host_executor.hpp"
 
 namespace sluice::test {
 

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/file_io.hpp"
-#include "sluice/source.hpp"
+#include "sluice/pipeline/file_io.hpp"
+#include "sluice/pipeline/source.hpp"
 
 namespace sluice::test {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "host_backend.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::test {
 

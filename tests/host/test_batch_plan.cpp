@@ -1,4 +1,4 @@
-#include "sluice/batch_plan.hpp"
+#include "sluice/loader/batch_plan.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "sluice/bound.hpp"
+#include "sluice/bound/bound.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "sluice/byte_size.hpp"
+#include "sluice/core/byte_size.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-#include "sluice/chunk_plan.hpp"
+#include "sluice/pipeline/chunk_plan.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 
-#include "sluice/chunking.hpp"
+#include "pipeline/chunking.hpp"
 
 using sluice::ChunkPlan;
 using sluice::ItemRange;

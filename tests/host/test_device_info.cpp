@@ -1,4 +1,4 @@
-#include "sluice/device_info.hpp"
+#include "sluice/core/device_info.hpp"
 
 #include <gtest/gtest.h>
 

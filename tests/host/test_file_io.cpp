@@ -1,4 +1,4 @@
-#include "sluice/file_io.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 #include <gtest/gtest.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
 #include "file_run.hpp"
 #include "page_cache.hpp"
 #include "scratch_dir.hpp"
-#include "sluice/file_io.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 using sluice::FileOptions;
 using sluice::FileSink;

@@ -9,7 +9,7 @@
 #include "file_run.hpp"
 #include "injected_faults.hpp"
 #include "scratch_dir.hpp"
-#include "sluice/file_io.hpp"
+#include "sluice/pipeline/file_io.hpp"
 
 using sluice::FileOptions;
 using sluice::FileSink;

@@ -1,6 +1,6 @@
 // The host executor itself: what it holds while pipelines live, and memory
 // it hands out that never shares a page with memory the caller registers.
-#include "sluice/host_executor.hpp"
+#include "sluice/pipeline/host_executor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "sluice/host_rates.hpp"
+#include "bound/host_rates.hpp"
 
 using sluice::HostCopyRates;
 using sluice::HostRegions;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "run_probes.hpp"
-#include "sluice/host_executor.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/host_executor.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 using sluice::Chunk;
 using sluice::HostExecutor;

@@ -1,4 +1,4 @@
-#include "sluice/model.hpp"
+#include "sluice/measure/model.hpp"
 
 #include <gtest/gtest.h>
 

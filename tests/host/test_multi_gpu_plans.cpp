@@ -1,4 +1,4 @@
-#include "sluice/multi_gpu_plans.hpp"
+#include "sluice/multigpu/multi_gpu_plans.hpp"
 
 #include <gtest/gtest.h>
 

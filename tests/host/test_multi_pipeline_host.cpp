@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "pipeline_test.hpp"
-#include "sluice/host_executor.hpp"
-#include "sluice/multi_pipeline.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
+#include "sluice/pipeline/host_executor.hpp"
 
 namespace sluice::test {
 

@@ -1,4 +1,4 @@
-#include "sluice/pcie_link.hpp"
+#include "core/pcie_link.hpp"
 
 #include <gtest/gtest.h>
 

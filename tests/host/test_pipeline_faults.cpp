@@ -16,8 +16,8 @@
 
 #include "fault_cases.hpp"
 #include "run_probes.hpp"
-#include "sluice/host_executor.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/pipeline/host_executor.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 using sluice::Chunk;
 using sluice::HostExecutor;

@@ -1,4 +1,4 @@
-#include "sluice/pipeline_options.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The schedule: its rules, its invariants over random shapes, and what each
 // edge guards (a schedule with an edge left out fails its check).
-#include "sluice/schedule.hpp"
+#include "sluice/pipeline/schedule.hpp"
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <map>
 
-#include "sluice/model.hpp"
+#include "sluice/measure/model.hpp"
 
 using sluice::Edge;
 using sluice::HostPath;

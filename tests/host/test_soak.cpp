@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "run_probes.hpp"
+#include "sluice/pipeline/host_executor.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 #include "soak_spans.hpp"
-#include "sluice/host_executor.hpp"
-#include "sluice/pipeline.hpp"
 
 using sluice::Chunk;
 using sluice::HostExecutor;

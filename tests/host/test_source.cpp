@@ -1,6 +1,6 @@
 // Producers and consumers: the typed wrappers around a callable, and what a
 // consumer hears about the end of its run.
-#include "sluice/source.hpp"
+#include "sluice/pipeline/source.hpp"
 
 #include <gtest/gtest.h>
 

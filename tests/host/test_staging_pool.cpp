@@ -1,4 +1,4 @@
-#include "sluice/staging_pool.hpp"
+#include "core/staging_pool.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "streaming_copy.hpp"
+#include "core/streaming_copy.hpp"
 
 using sluice::StagingPool;
 

@@ -1,4 +1,4 @@
-#include "sluice/stats.hpp"
+#include "sluice/measure/stats.hpp"
 
 #include <gtest/gtest.h>
 

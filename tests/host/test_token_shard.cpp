@@ -1,4 +1,4 @@
-#include "sluice/token_shard.hpp"
+#include "sluice/loader/token_shard.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <vector>
 
-#include "sluice/token_windows.hpp"
+#include "sluice/loader/token_windows.hpp"
 
 using sluice::ShardError;
 

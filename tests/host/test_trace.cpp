@@ -1,5 +1,5 @@
-#include "sluice/run_report.hpp"
-#include "sluice/trace.hpp"
+#include "sluice/pipeline/run_report.hpp"
+#include "sluice/trace/trace.hpp"
 
 #include <gtest/gtest.h>
 

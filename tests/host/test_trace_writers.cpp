@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "sluice/trace_chrome.hpp"
-#include "sluice/trace_svg.hpp"
-#include "sluice/trace_terminal.hpp"
+#include "sluice/trace/trace_chrome.hpp"
+#include "sluice/trace/trace_svg.hpp"
+#include "sluice/trace/trace_terminal.hpp"
 
 using sluice::Lane;
 using sluice::StageInterval;

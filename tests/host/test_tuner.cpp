@@ -1,10 +1,10 @@
-#include "sluice/tuner.hpp"
+#include "sluice/measure/tuner.hpp"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "sluice/chunking.hpp"
+#include "pipeline/chunking.hpp"
 
 using sluice::choose_with_model;
 using sluice::ModelInput;

@@ -1,4 +1,4 @@
-#include "sluice/worker_thread.hpp"
+#include "pipeline/worker_thread.hpp"
 
 #include <gtest/gtest.h>
 

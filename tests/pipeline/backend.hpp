@@ -13,8 +13,8 @@
 #include <span>
 #include <string>
 
-#include "sluice/multi_pipeline.hpp"
-#include "sluice/pipeline.hpp"
+#include "sluice/multigpu/multi_pipeline.hpp"
+#include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::test {
 

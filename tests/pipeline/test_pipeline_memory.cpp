@@ -8,10 +8,10 @@
 #include <memory>
 #include <vector>
 
+#include "pipeline/chunking.hpp"
 #include "pipeline/pipeline_access.hpp"
 #include "pipeline_test.hpp"
-#include "sluice/chunking.hpp"
-#include "sluice/model.hpp"
+#include "sluice/measure/model.hpp"
 
 using sluice::Chunk;
 using sluice::HostMemoryPolicy;

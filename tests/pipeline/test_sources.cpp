@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "pipeline_test.hpp"
-#include "sluice/file_io.hpp"
-#include "sluice/source.hpp"
+#include "sluice/pipeline/file_io.hpp"
+#include "sluice/pipeline/source.hpp"
 
 using sluice::Chunk;
 using sluice::ItemRange;

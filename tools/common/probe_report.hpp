@@ -4,9 +4,9 @@
 // GPU). Tool code, not part of the installed library.
 #include <string>
 
-#include "sluice/link_rates.hpp"
-#include "sluice/model.hpp"
-#include "sluice/probe_result.hpp"
+#include "bound/link_rates.hpp"
+#include "sluice/measure/model.hpp"
+#include "sluice/measure/probe_result.hpp"
 
 namespace sluice::tools {
 

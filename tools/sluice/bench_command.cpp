@@ -5,11 +5,11 @@
 #include <sstream>
 
 #include "bench.hpp"
+#include "commands.hpp"
 #include "loader_bench.hpp"
 #include "multi_gpu_bench.hpp"
-#include "commands.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/device.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
 #include "trace_output.hpp"
 
 namespace sluice::cli {

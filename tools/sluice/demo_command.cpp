@@ -5,8 +5,8 @@
 
 #include "commands.hpp"
 #include "demo.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/device.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
 #include "trace_output.hpp"
 
 namespace sluice::cli {

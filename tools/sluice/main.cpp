@@ -5,7 +5,7 @@
 #include <map>
 
 #include "commands.hpp"
-#include "sluice/error.hpp"
+#include "sluice/core/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"sluice: copy in, compute, copy out at the speed of the GPU's slowest engine"};

@@ -9,10 +9,10 @@
 
 #include "commands.hpp"
 #include "probe_report.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/model.hpp"
-#include "sluice/schedule.hpp"
-#include "sluice/tuner.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/measure/model.hpp"
+#include "sluice/measure/tuner.hpp"
+#include "sluice/pipeline/schedule.hpp"
 #include "trace_output.hpp"
 
 namespace sluice::cli {

@@ -3,10 +3,10 @@
 #include <cstdio>
 
 #include "commands.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/device.hpp"
 #include "probe_report.hpp"
-#include "sluice/probe.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/measure/probe.hpp"
 
 namespace sluice::cli {
 

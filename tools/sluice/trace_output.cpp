@@ -6,9 +6,9 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "sluice/trace_chrome.hpp"
-#include "sluice/trace_svg.hpp"
-#include "sluice/trace_terminal.hpp"
+#include "sluice/trace/trace_chrome.hpp"
+#include "sluice/trace/trace_svg.hpp"
+#include "sluice/trace/trace_terminal.hpp"
 
 namespace sluice::cli {
 

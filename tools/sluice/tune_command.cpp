@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "commands.hpp"
-#include "sluice/byte_size.hpp"
-#include "sluice/device.hpp"
+#include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
 #include "tune.hpp"
 
 namespace sluice::cli {

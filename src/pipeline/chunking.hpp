@@ -1,0 +1,64 @@
+#pragma once
+// The chunk sizes a pipeline uses when the caller sets none. Host-only.
+//
+// The chunk is sqrt(bytes x 0.25 MiB) of the widest span, within [1 MiB,
+// 16 MiB], every chunk the same size: a larger chunk lengthens the fill and
+// drain (the first copy in and the last copy out run alone), more chunks pay
+// more fixed costs (an event wait, a launch, a gap of a few microseconds
+// between copies); the square root balances the two. Data of 2 MiB or less
+// is one chunk: below that, splitting costs more than it overlaps.
+//
+// No ramp by default: with both copy directions busy, a chunk that doubles
+// the last one keeps the D2H waiting for its H2D, so the fill is no shorter
+// than with equal chunks, and `sluice tune` on the H200 (final rounds) put
+// equal chunks ahead on copy-bound work (copy 256 MiB: 8 MiB chunks 5.71 ms,
+// the earlier ramped default 5.85; sincos20 5.86 against 6.42; 4 MiB: 0.189
+// against 0.211 ms), within 1 % behind on compute-bound work. A ramp stays one
+// option away (PipelineOptions::first_chunk_items).
+//
+// A run whose host copies data through the pinned slots both ways (staged
+// spans, sources and sinks, in and out) uses 4 MiB chunks where the data
+// allows eight chunks or more, with six stage-in slots (schedule.hpp).
+// There the staging threads and both copy engines share host memory, and
+// what counts is how far stage-in runs ahead of the H2D copies and whether
+// the slots stay in the last-level cache. Staged runs on the H200's host, ms
+// (interleaved runs, medians of 9 and 5, the output poisoned before each as
+// the bench does):
+//
+//   chunk / stage-in slots    8 MiB / 3   4 MiB / 3   4 MiB / 6   8 MiB / 6
+//   copy 256 MiB              8.00        9.08        7.10        9.09
+//   vadd 256 MiB             13.65       12.41       12.21       14.57
+//   copy 1 GiB               27.86       34.54       25.82       26.79
+//   vadd 1 GiB               46.26       46.88       44.68       52.12
+//
+// A second host put 4 MiB / 6 ahead again, and 4 MiB / 12 behind it (8.72,
+// 13.85, 26.15, 48.89 against 7.33, 12.77, 26.21, 44.87). Stage-out jobs go
+// first whenever a D2H has finished, so stage-in falls behind in bursts: 24
+// MiB of lead absorbs them, 48 MiB spills the slots out of the cache. 2 MiB
+// chunks paid their per-chunk costs too often (copy 1 GiB: 39 ms), 16 MiB
+// chunks fell out of the cache (31 ms). A run whose host copies one way only
+// keeps the usual sizes: a 2 GiB reduction read from a file took 45 ms in
+// 16 MiB chunks and 79 ms in 8 MiB (from a staged array, 44 and 52).
+#include <cstddef>
+
+#include "sluice/pipeline/chunk_plan.hpp"
+#include "sluice/pipeline/pipeline_options.hpp"
+
+namespace sluice {
+
+struct Chunking {
+  std::size_t chunk_items = 1;  // the largest chunk
+  std::size_t first_items = 1;  // where a ramp starts; == chunk_items for none (the default)
+};
+
+// `host_copies_both_ways`: the host copies the run's data through the pinned
+// slots on the way in and on the way out.
+Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, bool host_copies_both_ways = false);
+
+// The plan a pipeline with these options cuts `item_count` items into. A
+// chunk size set in the options means chunks of that size, ramped only when
+// first_chunk_items is set too.
+ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
+                      bool host_copies_both_ways = false);
+
+}  // namespace sluice

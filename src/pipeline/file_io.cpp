@@ -1,0 +1,123 @@
+#include "sluice/pipeline/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/read_fully.hpp"
+#include "file_calls.hpp"
+
+namespace sluice {
+
+detail::ReadOutcome detail::read_fully(int fd, std::byte* at, std::size_t bytes, std::uint64_t offset) {
+  ReadOutcome r;
+  while (r.done < bytes) {
+    const ssize_t got = ::pread(fd, at + r.done, bytes - r.done, static_cast<off_t>(offset + r.done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) r.error = errno;
+    if (got <= 0) break;
+    r.done += static_cast<std::size_t>(got);
+  }
+  return r;
+}
+
+namespace {
+
+constexpr std::uint64_t direct_alignment = 4096;
+
+}  // namespace
+
+detail::DescriptorGuard::~DescriptorGuard() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string detail::errno_text(int code) { return std::strerror(code); }
+
+std::uint64_t detail::file_size(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw IoError(path, 0, "cannot stat: " + errno_text(errno));
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+int detail::open_direct_at(int dir_fd, const std::string& name, int flags) {
+#ifdef O_DIRECT
+  return ::openat(dir_fd, name.c_str(), flags | O_DIRECT | O_CLOEXEC);
+#else
+  (void)dir_fd;
+  (void)name;
+  (void)flags;
+  return -1;
+#endif
+}
+
+bool detail::direct_ok(int direct_fd, std::uint64_t offset, std::size_t bytes, const void* buffer) {
+  return direct_fd >= 0 && offset % direct_alignment == 0 && bytes % direct_alignment == 0 &&
+         reinterpret_cast<std::uintptr_t>(buffer) % direct_alignment == 0;
+}
+
+FileSource::FileSource(std::filesystem::path path, std::size_t item_bytes, FileOptions options)
+    : path_(std::move(path)), item_bytes_(item_bytes), options_(options) {
+  using detail::errno_text;
+  if (item_bytes == 0) throw std::invalid_argument("file source: item size must be at least 1 byte");
+  const std::string name = path_.string();
+  detail::DescriptorGuard fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw IoError(name, 0, "cannot open for reading: " + errno_text(errno));
+  const std::uint64_t size = detail::file_size(fd.get(), name);
+  if (size < options_.offset)
+    throw IoError(name, size,
+                  "is " + std::to_string(size) + " bytes, shorter than the " + std::to_string(options_.offset) +
+                      "-byte header before its first item");
+  const std::uint64_t after = size - options_.offset;
+  const std::uint64_t available = after / item_bytes_;
+  if (options_.items && *options_.items > available)
+    throw IoError(name, size,
+                  "holds " + std::to_string(available) + " items of " + std::to_string(item_bytes_) + " bytes after offset " +
+                      std::to_string(options_.offset) + " (" + std::to_string(size) + " bytes), but " +
+                      std::to_string(*options_.items) + " were asked for");
+  const std::uint64_t partial = after % item_bytes_;
+  if (!options_.items && partial != 0 && !options_.leave_partial_item)
+    throw IoError(name, size - partial,
+                  "holds " + std::to_string(after) + " bytes after offset " + std::to_string(options_.offset) + ": " +
+                      std::to_string(available) + " items of " + std::to_string(item_bytes_) + " bytes and " +
+                      std::to_string(partial) + " bytes of a partial item at offset " + std::to_string(size - partial) +
+                      " (FileOptions::leave_partial_item reads the whole items and leaves those bytes out)");
+  items_ = options_.items ? *options_.items : static_cast<std::size_t>(available);
+  bytes_left_out_ = after - std::uint64_t{items_} * item_bytes_;
+  if (options_.direct) direct_fd_ = detail::open_direct_at(AT_FDCWD, name, O_RDONLY);
+  fd_ = fd.release();
+}
+
+FileSource::~FileSource() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileSource::begin_run() {
+  const std::uint64_t needed = options_.offset + std::uint64_t{items_} * item_bytes_;
+  const std::uint64_t size = detail::file_size(fd_, path_.string());
+  if (size < needed)
+    throw IoError(path_.string(), size,
+                  "is " + std::to_string(size) + " bytes now, shorter than the " + std::to_string(needed) +
+                      " its items need: it was truncated after it was opened");
+}
+
+void FileSource::read(ItemRange range, std::span<std::byte> pinned) {
+  const std::uint64_t start = options_.offset + std::uint64_t{range.begin} * item_bytes_;
+  const std::size_t bytes = range.size() * item_bytes_;
+  const int fd = detail::direct_ok(direct_fd_, start, bytes, pinned.data()) ? direct_fd_ : fd_;
+  const detail::ReadOutcome r = detail::read_fully(fd, pinned.data(), bytes, start);
+  if (r.error != 0)
+    throw IoError(path_.string(), start + r.done,
+                  "read of " + std::to_string(bytes - r.done) + " bytes at offset " + std::to_string(start + r.done) +
+                      " failed: " + detail::errno_text(r.error));
+  if (r.done < bytes)
+    throw IoError(path_.string(), start + r.done,
+                  "ended at offset " + std::to_string(start + r.done) + ", before the " + std::to_string(bytes) +
+                      " bytes from offset " + std::to_string(start) + " (file is " +
+                      std::to_string(detail::file_size(fd_, path_.string())) + " bytes now)");
+}
+
+}  // namespace sluice
