@@ -58,11 +58,12 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 void Stream::release() noexcept {
   if (stream_ == nullptr) return;
-  // Work already enqueued still completes; the handle is freed afterwards.
-  SLUICE_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_));
-  if (has_host_fn_error(view())) {
+  // Work already enqueued still completes after the handle is freed; host
+  // functions still queued are waited for first, so that an exception one
+  // raises is reported here rather than lost.
+  if (const auto error = settle_host_fns(view())) {
     try {
-      rethrow_host_fn_error(view());
+      std::rethrow_exception(error);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sluice: a host function's exception was never collected before its stream died: %s\n",
                    e.what());
@@ -70,6 +71,7 @@ void Stream::release() noexcept {
       std::fprintf(stderr, "sluice: a host function's exception was never collected before its stream died\n");
     }
   }
+  SLUICE_CUDA_CHECK_NOTHROW(cudaStreamDestroy(stream_));
   stream_ = nullptr;
 }
 

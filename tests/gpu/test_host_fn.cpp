@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -52,4 +53,26 @@ TEST_F(HostFnTest, DeviceSynchronizeRethrowsFromAnyStream) {
   sluice::enqueue_host(s, [] { throw std::out_of_range("from a callback"); });
   EXPECT_THROW(sluice::Device(0).synchronize(), std::out_of_range);
   EXPECT_FALSE(sluice::has_host_fn_error(s));
+}
+
+TEST_F(HostFnTest, ANewStreamNeverInheritsADeadStreamsError) {
+  // The driver hands a destroyed stream's handle to the next stream it makes;
+  // an error raised on the old one is reported when it dies and never
+  // surfaces on the new one.
+  for (int round = 0; round < 10; ++round) {
+    testing::internal::CaptureStderr();
+    {
+      Stream dying;
+      sluice::DeviceBuffer<int> flag(1, dying);
+      // Still queued behind a kernel when the stream is destroyed.
+      sluice::test::launch_spin_then_write(dying, 2000.0, flag.data(), 1);
+      sluice::enqueue_host(dying, [] { throw std::runtime_error("from a dead stream"); });
+    }
+    const std::string reported = testing::internal::GetCapturedStderr();
+    EXPECT_NE(reported.find("from a dead stream"), std::string::npos) << "round " << round << ": " << reported;
+    Stream fresh;
+    sluice::enqueue_host(fresh, [] {});
+    EXPECT_NO_THROW(fresh.synchronize()) << "round " << round;
+    EXPECT_NO_THROW(sluice::Device(0).synchronize()) << "round " << round;
+  }
 }

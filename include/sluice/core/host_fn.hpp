@@ -21,5 +21,10 @@ void rethrow_host_fn_error(StreamView stream);
 void rethrow_any_host_fn_error();
 // True when an exception from `stream` is waiting to be rethrown.
 bool has_host_fn_error(StreamView stream);
+// For a stream about to be destroyed: waits for the host functions still
+// queued on it, then hands back (and forgets) the first exception one raised,
+// or null. Errors are keyed by the stream's process-unique id, never by its
+// handle, which the driver may give to the next stream it creates.
+std::exception_ptr settle_host_fns(StreamView stream) noexcept;
 
 }  // namespace sluice
