@@ -65,6 +65,7 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
     if (spec_.out_row_bytes > 0) out_.emplace_back(rows * spec_.out_row_bytes, copy_.view());
     h2d_done_.emplace_back(Event::Timing::disabled, Event::Wait::block);
   }
+  loop_start_ = Event(Event::Timing::enabled);  // an event is recorded only on its own device's streams
   for (std::size_t k = 0; k < ring; ++k) {
     ready_.emplace_back(Event::Timing::enabled);
     taken_events_.emplace_back(Event::Timing::enabled);

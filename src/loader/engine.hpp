@@ -88,7 +88,7 @@ class PrefetchEngine {
   // when the producer needs it.
   static constexpr std::size_t ring = 256;
   std::vector<Event> ready_, taken_events_;
-  Event loop_start_{Event::Timing::enabled};  // where the consumer's stream took the second batch
+  Event loop_start_;  // where the consumer's stream took the second batch (made on the loader's device)
   std::optional<StreamView> consumer_;  // the stream of the last next(): where the last batch is read
   mutable std::mutex idle_mutex_;
   mutable std::size_t harvested_ = 0;  // batches whose wait is summed

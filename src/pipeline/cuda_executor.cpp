@@ -41,10 +41,16 @@ int resolve_device(const PipelineOptions& o) {
   return *o.device;
 }
 
-// Streams belong to the device current when they are made.
+// Streams and events belong to the device current when they are made, and
+// an event is recorded only on a stream of its own device.
 Stream stream_on(int device, int priority) {
   const DeviceScope scope(device);
   return Stream(priority);
+}
+
+Event event_on(int device, Event::Timing timing) {
+  const DeviceScope scope(device);
+  return Event(timing);
 }
 
 // Page-locking runs one at a time in the process: a range's edge pages are
@@ -101,7 +107,12 @@ std::size_t lane_index(Stage stage) {
 class CudaExecutor final : public Executor {
  public:
   explicit CudaExecutor(const PipelineOptions& o)
-      : device_(resolve_device(o)), h2d_(stream_on(device_, o.priority)), d2h_(stream_on(device_, o.priority)) {
+      : device_(resolve_device(o)),
+        h2d_(stream_on(device_, o.priority)),
+        d2h_(stream_on(device_, o.priority)),
+        caller_ready_(event_on(device_, Event::Timing::disabled)),
+        origin_(event_on(device_, Event::Timing::enabled)),
+        finish_(event_on(device_, Event::Timing::enabled)) {
     for (unsigned i = 0; i < compute_stream_count(o); ++i) compute_.push_back(stream_on(device_, o.priority));
   }
 
@@ -285,6 +296,7 @@ class CudaExecutor final : public Executor {
 
   void end_capture() override {
     // Every stream the capture forked into joins the H2D stream, where it began.
+    const DeviceScope scope(device_);  // the join events belong to the pipeline's device
     joins_.resize(compute_.size() + 1);
     for (std::size_t i = 0; i < compute_.size(); ++i) {
       joins_[i].record(compute_[i]);
@@ -380,7 +392,7 @@ class CudaExecutor final : public Executor {
   std::vector<Stream> compute_;
   std::vector<EventSet> events_;  // [chunk % event sets]
   bool timed_ = false;
-  Event caller_ready_, origin_{Event::Timing::enabled}, finish_{Event::Timing::enabled};
+  Event caller_ready_, origin_, finish_;
   bool finish_recorded_ = false;  // this run recorded its finish mark
   std::vector<Event> joins_;  // where a capture's streams join back
   bool capturing_ = false;

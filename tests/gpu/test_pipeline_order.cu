@@ -58,18 +58,29 @@ TEST_F(GpuPipelineTest, RunOnTheCallersStreamOrdersWorkBeforeAndAfter) {
 }
 
 TEST_F(GpuPipelineTest, TheCallersCurrentDeviceIsLeftAlone) {
-  int before = -1, after = -1;
-  SLUICE_CUDA_CHECK(cudaGetDevice(&before));
+  // Only a pipeline on another device than the current one can show that the
+  // pipeline switched devices and switched back.
+  int count = 0;
+  SLUICE_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count < 2) GTEST_SKIP() << "needs two GPUs: a pipeline on device 1 while device 0 is current";
+  SLUICE_CUDA_CHECK(cudaSetDevice(0));
   const auto in = pattern(1000);
   std::vector<float> out(in.size());
   PipelineOptions o;
-  o.device = before;
+  o.device = 1;
   Pipeline p(o);
-  EXPECT_EQ(p.device(), before);
+  EXPECT_EQ(p.device(), 1);
+  int current = -1;
+  SLUICE_CUDA_CHECK(cudaGetDevice(&current));
+  EXPECT_EQ(current, 0) << "constructing the pipeline changed the current device";
   affine(p, p.input(in), p.output(out));
   p.run();
-  SLUICE_CUDA_CHECK(cudaGetDevice(&after));
-  EXPECT_EQ(after, before);
+  SLUICE_CUDA_CHECK(cudaGetDevice(&current));
+  EXPECT_EQ(current, 0) << "running the pipeline changed the current device";
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], in[i] * 2.0f + 1.0f) << "item " << i;
+}
+
+TEST_F(GpuPipelineTest, ADeviceThatDoesNotExistIsRefused) {
   PipelineOptions bad;
   bad.device = 1000;
   EXPECT_THROW(Pipeline{bad}, std::invalid_argument);

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "gpu_test.hpp"
 #include "sluice/core/device_buffer.hpp"
+#include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/host_fn.hpp"
 #include "sluice/core/pinned_buffer.hpp"
@@ -365,5 +367,35 @@ TEST_F(PrefetcherTest, RecordsComeOverAsTheyAre) {
       for (std::size_t b = 0; b < record; ++b)
         ASSERT_EQ(static_cast<int>(host[r * record + b]), static_cast<int>((item * 31 + b) % 251)) << "batch " << i;
     }
+  }
+}
+
+TEST_F(PrefetcherTest, ALoaderOnAnotherDeviceWorksThereAndLeavesTheCurrentOneAlone) {
+  int count = 0;
+  SLUICE_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (count < 2) GTEST_SKIP() << "needs two GPUs: a loader on device 1 while device 0 is current";
+  SLUICE_CUDA_CHECK(cudaSetDevice(0));
+  const auto pattern = shards({20'000}, 2);
+  std::optional<sluice::Stream> step;
+  {
+    const sluice::DeviceScope scope(1);  // the step's stream is on the loader's device
+    step.emplace();
+  }
+  {
+    LoaderOptions o;
+    o.batch = 8;
+    o.device = 1;
+    TokenLoader loader({pattern}, 64, o);
+    for (int i = 0; i < 4; ++i) {
+      const sluice::TokenBatch b = loader.next(*step);
+      cudaPointerAttributes where{};
+      SLUICE_CUDA_CHECK(cudaPointerGetAttributes(&where, b.inputs.data()));
+      EXPECT_EQ(where.device, 1) << "batch " << i;
+    }
+    step->synchronize();
+    EXPECT_EQ(loader.idle().steps, 4u);
+    int current = -1;
+    SLUICE_CUDA_CHECK(cudaGetDevice(&current));
+    EXPECT_EQ(current, 0) << "the loader changed the caller's current device";
   }
 }
