@@ -41,6 +41,7 @@ TEST_F(ProbeTest, SmallProbeMeasuresEveryRow) {
                                              "cudaMemcpyAsync submit (4 B pinned)", "event record", "cudaStreamWaitEvent",
                                              "model: copy latency", "model: kernel start after its event",
                                              "model: blocked thread wake-up", "model: host work per chunk",
+                                             "model: staging job hand-off", "model: a run's own start and end",
                                              "host function round trip"}));
   for (const auto& m : r.transfers) {
     EXPECT_GT(m.ms.median, 0.0) << m.name;

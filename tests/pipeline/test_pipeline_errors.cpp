@@ -65,8 +65,11 @@ TEST_P(PipelineTest, BadConfigurationsAreRejectedBeforeWork) {
     const float* slot = nullptr;
     Pipeline holder = pipeline();
     const auto x = holder.input(a);
-    holder.output(c);
-    holder.compute([&slot, x](const Chunk& chunk) { slot = chunk[x].data(); });
+    const auto y = holder.output(c);
+    holder.compute([&slot, x, y, b = &backend()](const Chunk& chunk) {
+      slot = chunk[x].data();
+      b->affine(chunk, chunk[x].data(), chunk[y].data(), 2.0f, 1.0f);  // every output written: nothing copied out unset
+    });
     holder.run();
     ASSERT_NE(slot, nullptr);
     Pipeline p = pipeline();
