@@ -124,7 +124,7 @@ def main():
     best["method"] += " (best of sweep)"
     idle = []
     for step in [float(s) for s in a.step_ms.split(",")]:
-        steps = max(20, min(a.steps, int(2000 / step)))
+        steps = min(2000, max(20, int(2000 / step)))  # as loader_bench.cpp's idle_steps
         alone = steps_alone(steps, step)
         wall, cpu, ok = run(best["workers"], steps, step)
         idle.append({"step_ms": step, "method": f"{best['workers']} workers", "ms_per_step": wall / steps,

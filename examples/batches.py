@@ -73,9 +73,10 @@ def widen(windows):
 
 
 class SluiceBatches:
-    def __init__(self, pattern, batch, seq, seed, device, state=None):
+    def __init__(self, pattern, batch, seq, seed, device, state=None, threads=0):
+        # threads: the loader's reader threads (0: one per hardware thread).
         self.loader = sluice.TokenLoader(pattern, batch=batch, seq=seq, shuffle=True, seed=seed,
-                                         device=device.index, state=state)
+                                         device=device.index, state=state, threads=threads)
         # The loader's order, for --log-samples: the loader itself says where it is, not which windows.
         self.plan = sluice.BatchPlan(self.loader.state_dict()["windows"], batch=batch, shuffle=True, seed=seed)
 
