@@ -2,9 +2,9 @@
 
     import numpy as np, sluice, torch
 
-    a = np.random.rand(50_000_000).astype(np.float32)       # pageable is fine: sluice stages it
+    a = np.random.rand(50_000_000).astype(np.float32)       # pageable is fine: staged, then page-locked
     out = np.empty_like(a)
-    p = sluice.Pipeline(kernel_order="independent")          # each chunk's compute stands alone
+    p = sluice.Pipeline(kernel_order="independent", report_bound=True)  # chunks stand alone; measure the bound
     x, y = p.input(a), p.output(out)
     p.compute(lambda chunk: torch.mul(chunk[x], 2, out=chunk[y]))   # runs on chunk's stream
     report = p.run()                                          # report.wall_ms, report.bound, report.efficiency

@@ -72,7 +72,8 @@ MultiReport MultiPipeline::run() {
   const std::size_t items = spans_.front().items;
   auto shares = deal_items(items, weights_, 4096);
   // Shares whose boundaries move by no more than 2 % of the items stay as
-  // they were: rebinding a span costs its page-locking, and run-to-run noise
+  // they were: rebinding the parts' spans drops what their pipelines hold for
+  // them (slots sized to the share, a replay's capture), and run-to-run noise
   // should not cost that.
   bool same = shares_.size() == shares.size() && shares_.back().items.end == items;
   for (std::size_t p = 0; same && p < shares.size(); ++p) {

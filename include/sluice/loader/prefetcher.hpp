@@ -98,7 +98,7 @@ class PrefetchEngine;
 class TokenLoader {
  public:
   TokenLoader(const std::vector<std::string>& files_or_patterns, std::size_t seq, LoaderOptions options = {});
-  ~TokenLoader();  // stops the readers, then waits for the device (the consumer may still read the last batch)
+  ~TokenLoader();  // stops the readers, waits for its own copies; device slots are freed in the consumer's stream order
   TokenLoader(TokenLoader&&) noexcept;
   TokenLoader& operator=(TokenLoader&&) noexcept;
 

@@ -65,7 +65,7 @@ class Sink {
   virtual void write(ItemRange range, std::span<const std::byte> pinned) = 0;
   // After every chunk was written: make the run's output what readers see (a file sink syncs its
   // new file, renames it over the target, syncs the directory). Throws (IoError for files) when it
-  // cannot: the run then fails, and the previous output must still be there. The engine then
+  // cannot: the run then fails, and the previous output must still be there. The pipeline then
   // abandons this sink and those not yet committed; sinks that committed before it stay
   // committed (a run's outputs are replaced one by one, not all at once).
   virtual void commit() {}
