@@ -94,7 +94,20 @@ class SluiceBatches:
         return self.loader.idle()["idle_fraction"]
 
 
-class TorchBatches:
+class _TorchOrder:
+    """Where a source that follows the torch order stands: its state, as the loaders save it."""
+
+    def state_dict(self):
+        return {**self.state, "global_batch": self.plan.global_batch, "windows": len(self.windows)}
+
+    def plan_state(self):
+        return self.state
+
+    def idle(self):
+        return None
+
+
+class TorchBatches(_TorchOrder):
     def __init__(self, pattern, batch, seq, seed, device, state=None, workers=4):
         self.windows = Windows(pattern, seq)
         self.plan = sluice.BatchPlan(len(self.windows), batch=batch, shuffle=True, seed=seed)
@@ -115,17 +128,9 @@ class TorchBatches:
                 self.state = self.plan.next(self.state)
                 yield x, y
 
-    def state_dict(self):
-        return {**self.state, "global_batch": self.plan.global_batch, "windows": len(self.windows)}
-
-    def plan_state(self):
-        return self.state
-
-    def idle(self):
-        return None
 
 
-class ResidentBatches:
+class ResidentBatches(_TorchOrder):
     """The first `steps` batches of the torch order, on the device before the loop."""
 
     def __init__(self, pattern, batch, seq, seed, device, state=None, steps=0):
@@ -145,11 +150,3 @@ class ResidentBatches:
             yield x, y
         raise RuntimeError("the resident batches are used up")
 
-    def state_dict(self):
-        return {**self.state, "global_batch": self.plan.global_batch, "windows": len(self.windows)}
-
-    def plan_state(self):
-        return self.state
-
-    def idle(self):
-        return None
