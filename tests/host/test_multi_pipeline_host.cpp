@@ -7,6 +7,7 @@
 #include <cmath>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pipeline_test.hpp"
@@ -150,6 +151,62 @@ TEST(MultiPipelineOnHost, AFailingPartFailsTheRunWhileTheOthersFinish) {
     p.run();
     EXPECT_TRUE(is_affine(in, out));
   }
+  expect_clean(executors);
+}
+
+}  // namespace sluice::test
+
+namespace sluice::test {
+
+// A compute given after a run is the one every part calls from the next run on
+// (the parts once kept the first callable: x2 replaced by x3 still gave x2).
+TEST(MultiPipelineOnHost, AComputeGivenAfterARunIsTheOneTheNextRunCalls) {
+  const auto executors = jittered_executors(2);
+  const std::size_t n = 20'011;
+  const auto in = pattern(n);
+  std::vector<float> out(n);
+  {
+    MultiPipeline p = MultiPipeline::on_host(executors, small_chunks());
+    const auto x = p.input(in);
+    const auto y = p.output(out);
+    auto scale_by = [x, y](float factor) {
+      return [x, y, factor](const Chunk& c, std::size_t) {
+        for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = c[x][i] * factor;
+      };
+    };
+    p.compute(scale_by(2));
+    p.run();
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[i] * 2) << "item " << i;
+    p.compute(scale_by(3));
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    p.run();
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[i] * 3) << "item " << i << ": the first callable ran again";
+  }
+  expect_clean(executors);
+}
+
+// Each part sees only its share, so the whole spans are checked before the
+// run: an output over another part's input is refused, as one Pipeline refuses it.
+TEST(MultiPipelineOnHost, AnOutputOverlappingAnInputIsRefusedBeforeAnyWork) {
+  const auto executors = jittered_executors(2);
+  const std::size_t n = 20'000;
+  std::vector<float> memory = pattern(2 * n);
+  const std::vector<float> before = memory;
+  {
+    MultiPipeline p = MultiPipeline::on_host(executors, small_chunks());
+    const auto x = p.input(std::span<const float>(memory.data(), n));
+    const auto y = p.output(std::span<float>(memory.data() + n / 2, n));
+    p.compute([x, y](const Chunk& c, std::size_t) {
+      for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = c[x][i] + 1;
+    });
+    try {
+      p.run();
+      FAIL() << "overlapping spans were accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(memory, before) << "a refused run wrote";
   expect_clean(executors);
 }
 
