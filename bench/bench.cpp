@@ -202,7 +202,7 @@ class CaseRunner {
   // 256 MiB), while nothing holds the pageable arrays registered; then the
   // same arrays page-locked by the caller, who holds the registrations (the
   // default policy stages memory it is lent, and never leaves it locked).
-  std::vector<MeasuredRow> pageable_rows(BenchCase& c, Problem& pageable, Problem& pinned, workloads::Peer& sync,
+  std::vector<MeasuredRow> pageable_rows(BenchCase& c, Problem& pageable, workloads::Peer& sync,
                                          const PipelineOptions& base) {
     PipelineOptions staged = base;
     staged.host_memory = HostMemoryPolicy::stage;
@@ -259,7 +259,7 @@ class CaseRunner {
     auto sync = workloads::make_synchronous(pinned);
     std::vector<MeasuredRow> rows = pinned_rows(c, pinned, *sync, base);
     if (pageable) {
-      std::vector<MeasuredRow> host = pageable_rows(c, *pageable, pinned, *sync, base);
+      std::vector<MeasuredRow> host = pageable_rows(c, *pageable, *sync, base);
       rows.insert(rows.begin() + 1, host.front());  // the synchronous pageable row beside the pinned one
       rows.insert(rows.end(), host.begin() + 1, host.end());
     }

@@ -79,7 +79,7 @@ class Run {
   // its capture depends on (a new key means capturing again).
   std::string cannot_replay() const;
   std::vector<std::uintptr_t> capture_key() const;
-  void wait_on_host(const Op& op, const Edge& edge);
+  void wait_on_host(const Edge& edge);
   void start_ready_stage_ins();
   void start_stage_in(std::size_t chunk);
   void finish_stage_in(std::size_t chunk);

@@ -65,7 +65,7 @@ void Run::submit(const Op& op) {
       if (!exec_.keeps(op, edge)) continue;
       if (on_host(edge.on.stage)) {
         const auto wait_begin = timed_ ? Clock::now() : Clock::time_point{};
-        wait_on_host(op, edge);
+        wait_on_host(edge);
         if (timed_) waited += Clock::now() - wait_begin;
         continue;
       }
@@ -149,7 +149,7 @@ void Run::run_compute(const Op& op) {
 // ---------------------------------------------------------------------------
 // Waits on the host
 
-void Run::wait_on_host(const Op& op, const Edge& edge) {
+void Run::wait_on_host(const Edge& edge) {
   switch (edge.on.stage) {
     case Stage::stage_in:
       if (next_stage_in_ <= edge.on.chunk) {
