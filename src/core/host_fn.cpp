@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -49,7 +50,16 @@ struct HostCall {
   StreamId stream;
 };
 
+// Set while this thread runs a host function (and destroys its captures): a
+// Stream destroyed there must not wait for its own queued host functions,
+// which would wait for this one.
+thread_local bool in_host_call = false;
+
 void CUDART_CB run_host_call(void* data) {
+  in_host_call = true;
+  struct Leave {
+    ~Leave() { in_host_call = false; }
+  } leave;  // declared before `call`: cleared after the captures are gone
   std::unique_ptr<HostCall> call(static_cast<HostCall*>(data));
   std::exception_ptr error;
   try {
@@ -85,6 +95,13 @@ bool any_pending() {
 }  // namespace
 
 void enqueue_host(StreamView stream, std::function<void()> fn) {
+  // A captured host function would run once a replay and be counted once: the
+  // count and the callable's lifetime would both be wrong.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SLUICE_CUDA_CHECK(cudaStreamIsCapturing(stream.get(), &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    throw std::logic_error("enqueue_host: the stream is being captured into a CUDA graph (a replayed compute cannot "
+                           "enqueue host functions)");
   const StreamId id = id_of(stream);
   auto call = std::make_unique<HostCall>(HostCall{std::move(fn), id});
   auto& calls = pending();
@@ -144,8 +161,11 @@ std::exception_ptr settle_host_fns(StreamView stream) noexcept {
     queued = it != calls.by_stream.end() && it->second.queued > 0;
   }
   // Queued host functions run after the handle is gone; wait for them here
-  // so that their errors are reported now, not inherited by nobody.
-  if (queued) SLUICE_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream.get()));
+  // so that their errors are reported now, not inherited by nobody. Not from
+  // inside a host function: those queued behind it would wait for it. Their
+  // errors then stay under the dead stream's id, which no stream reuses, for
+  // Device::synchronize() to report.
+  if (queued && !in_host_call) SLUICE_CUDA_CHECK_NOTHROW(cudaStreamSynchronize(stream.get()));
   return take_error(id);
 }
 

@@ -15,6 +15,9 @@ class Stream {
   // Throws std::invalid_argument for a priority outside the current device's
   // range (CUDA itself would clamp it silently).
   explicit Stream(int priority = 0, StreamFlags flags = StreamFlags::non_blocking);
+  // Work already enqueued still runs. Waits while host functions (enqueue_host)
+  // are still queued on it, so that an exception one raises is reported then
+  // (on stderr, when nobody collected it).
   ~Stream();
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;
