@@ -34,6 +34,13 @@ Stream copy_stream(int device) {
   return Stream(least_priority(device));
 }
 
+// An event belongs to the device current when it is made (and making one
+// there would start that device's context).
+Event timing_event(int device) {
+  const DeviceScope scope(device);
+  return Event(Event::Timing::enabled);
+}
+
 }  // namespace
 
 PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOptions& o)
@@ -44,6 +51,7 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
       device_(resolve(o.device)),
       copy_(copy_stream(device_)),
       readers_(o.threads),
+      loop_start_(timing_event(device_)),
       next_state_(plan_.resume_at(o.start)) {
   if (o.ahead < 1 || o.ahead > 30) throw std::invalid_argument("loader: ahead must be 1 to 30 batches");
   const DeviceScope scope(device_);
@@ -65,7 +73,6 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
     if (spec_.out_row_bytes > 0) out_.emplace_back(rows * spec_.out_row_bytes, copy_.view());
     h2d_done_.emplace_back(Event::Timing::disabled, Event::Wait::block);
   }
-  loop_start_ = Event(Event::Timing::enabled);  // an event is recorded only on its own device's streams
   for (std::size_t k = 0; k < ring; ++k) {
     ready_.emplace_back(Event::Timing::enabled);
     taken_events_.emplace_back(Event::Timing::enabled);

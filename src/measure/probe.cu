@@ -19,6 +19,7 @@
 #include "sluice/core/error.hpp"
 #include "sluice/core/event.hpp"
 #include "sluice/core/event_timer.hpp"
+#include "sluice/core/device_scope.hpp"
 #include "sluice/core/host_fn.hpp"
 #include "sluice/core/host_registration.hpp"
 #include "sluice/core/host_timer.hpp"
@@ -223,7 +224,7 @@ ProbeResult run_probe(const ProbeOptions& o) {
   if (o.min_bytes == 0 || o.max_bytes < o.min_bytes)
     throw std::invalid_argument("probe sizes: need 0 < min_bytes <= max_bytes");
   Device device(o.device);
-  device.make_current();
+  const DeviceScope scope(o.device);  // the caller's current device comes back after the probe
   ProbeResult r;
   r.device = device.info();
   Stream s1, s2;
