@@ -186,16 +186,20 @@ TEST(MultiPipelineOnHost, AComputeGivenAfterARunIsTheOneTheNextRunCalls) {
 }
 
 // Each part sees only its share, so the whole spans are checked before the
-// run: an output over another part's input is refused, as one Pipeline refuses it.
-TEST(MultiPipelineOnHost, AnOutputOverlappingAnInputIsRefusedBeforeAnyWork) {
+// run: an output over another part's input is refused, as one Pipeline
+// refuses it. Weights 1:3 over 4 granules of 4096 items deal 4096 and 12288:
+// part 0 writes [12288, 16384), inside part 1's input [4096, 16384), while
+// neither part's output overlaps its own input, so no part refuses alone.
+TEST(MultiPipelineOnHost, AnOutputOverlappingAnotherPartsInputIsRefusedBeforeAnyWork) {
   const auto executors = jittered_executors(2);
-  const std::size_t n = 20'000;
-  std::vector<float> memory = pattern(2 * n);
+  const std::size_t n = 4 * 4096, out_at = 3 * 4096;
+  std::vector<float> memory = pattern(out_at + n);
   const std::vector<float> before = memory;
   {
     MultiPipeline p = MultiPipeline::on_host(executors, small_chunks());
+    p.set_weights({1, 3});
     const auto x = p.input(std::span<const float>(memory.data(), n));
-    const auto y = p.output(std::span<float>(memory.data() + n / 2, n));
+    const auto y = p.output(std::span<float>(memory.data() + out_at, n));
     p.compute([x, y](const Chunk& c, std::size_t) {
       for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = c[x][i] + 1;
     });
