@@ -25,7 +25,7 @@ namespace sluice::bench {
 
 namespace {
 
-// Steps run at a step cost: about 2 s of them, 20 to 2000 (torch_loader_peer.py counts the same).
+// Steps run at a step cost: up to 2 s of them, 20 to 2000 (torch_loader_peer.py counts the same).
 std::size_t idle_steps(double step_ms) {
   return std::clamp<std::size_t>(static_cast<std::size_t>(2000 / step_ms), 20, 2000);
 }
@@ -116,7 +116,7 @@ std::string run_loader_bench(const LoaderBenchOptions& o, const std::function<vo
     shape.step_ms = step;
     shape.steps = idle_steps(step);
     const double alone = workloads::steps_alone_ms(shape);
-    // 3 ahead, the default, and 8: more batches in flight absorb the reader's jitter at short steps.
+    // 3 ahead, the default, and 8: whether more batches in flight change the idle at short steps.
     const auto ahead = workloads::prefetch_loop(pattern, shape, 3, alone);
     const auto far_ahead = workloads::prefetch_loop(pattern, shape, 8, alone);
     const auto sync_step = workloads::synchronous_loop(pattern, shape, alone);
@@ -139,7 +139,7 @@ std::string run_loader_bench(const LoaderBenchOptions& o, const std::function<vo
   out += '\n';
   out += idle.render();
   out += "\nGPU idle = 1 - (the same steps run back to back with no loading) / the loop's time, for every row; the loop's\n"
-         "time includes loading the first batch. Each step cost runs about 2 s of steps (20 to 2000), so that one fill\n"
+         "time includes loading the first batch. Each step cost runs up to 2 s of steps (20 to 2000), so that one fill\n"
          "weighs as it does in a training run rather than in 40 ms. The loader's measure is its own, from events (the\n"
          "step stream's waits for data, the first batch left out). Targets: GPU idle <= 1% wherever a batch's bound is\n"
          "below the step; sluice's best throughput >= 2x PyTorch's best.\n";

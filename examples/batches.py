@@ -129,7 +129,6 @@ class TorchBatches(_TorchOrder):
                 yield x, y
 
 
-
 class ResidentBatches(_TorchOrder):
     """The first `steps` batches of the torch order, on the device before the loop."""
 
@@ -149,4 +148,3 @@ class ResidentBatches(_TorchOrder):
             self.state = self.plan.next(at)
             yield x, y
         raise RuntimeError("the resident batches are used up")
-

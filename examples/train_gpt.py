@@ -40,8 +40,9 @@ def parse_args(argv):
     p.add_argument("--write-shards", metavar="DIR", help="write a synthetic dataset of uint16 shards to DIR, then stop")
     p.add_argument("--tokens", type=int, default=50_000_000, help="tokens of the synthetic dataset")
     p.add_argument("--loader", choices=["sluice", "torch", "resident"], default="sluice")
-    p.add_argument("--workers", type=int, default=4,
-                   help="DataLoader workers (--loader torch), reader threads (--loader sluice; 0: one per hardware thread)")
+    p.add_argument("--workers", type=int,
+                   help="DataLoader workers (--loader torch; default 4), reader threads (--loader sluice; default: one "
+                        "per hardware thread)")
     p.add_argument("--global-batch", type=int, default=16, help="rows a step, all ranks together")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--vocab", type=int, default=50304, help="embedding rows: more than the largest token")
@@ -102,7 +103,7 @@ class Job:
 
 def make_batches(a, job, batch, state, steps):
     kind = {"sluice": SluiceBatches, "torch": TorchBatches, "resident": ResidentBatches}[a.loader]
-    extra = {"torch": {"workers": a.workers}, "sluice": {"threads": a.workers},
+    extra = {"torch": {"workers": 4 if a.workers is None else a.workers}, "sluice": {"threads": a.workers or 0},
              "resident": {"steps": steps}}.get(a.loader, {})
     if a.loader == "sluice" and job.device.type != "cuda":
         raise SystemExit("--loader sluice feeds a GPU: use --device cuda, or --loader torch on the CPU")

@@ -72,9 +72,8 @@ MultiReport MultiPipeline::run() {
   const std::size_t items = spans_.front().items;
   auto shares = deal_items(items, weights_, 4096);
   // Shares whose boundaries move by no more than 2 % of the items stay as
-  // they were: rebinding the parts' spans drops what their pipelines hold for
-  // them (slots sized to the share, a replay's capture), and run-to-run noise
-  // should not cost that.
+  // they were: run-to-run noise in the parts' speeds should not move work
+  // from one GPU to another and back.
   bool same = shares_.size() == shares.size() && shares_.back().items.end == items;
   for (std::size_t p = 0; same && p < shares.size(); ++p) {
     const auto moved = static_cast<double>(shares[p].items.begin) - static_cast<double>(shares_[p].items.begin);
