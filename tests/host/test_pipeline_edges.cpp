@@ -62,7 +62,8 @@ void expect_guarded(Reason why, std::optional<Stage> stage, const Scenario& scen
     EXPECT_NE(std::string(e.what()).find("saw the schedule broken"), std::string::npos) << e.what();
   }
   const auto seen = backend.executor().violations();
-  const std::string named = "(" + std::string(to_string(why)) + ")";
+  std::string named = "(";  // appended, not `"(" + ...`: GCC 12 warns falsely (-Wrestrict) on that form
+  named.append(to_string(why)).append(")");
   EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [&](const std::string& v) { return v.find(named) != std::string::npos; }))
       << "no violation names the " << named << " edge; the first: " << (seen.empty() ? "none" : seen.front());
   const HostExecutor::Holdings left = backend.executor().holdings();
