@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/host_memory.hpp"
+#include "core/made_on.hpp"
 #include "pinned_slots.hpp"
 #include "sluice/core/byte_size.hpp"
 #include "sluice/core/device_scope.hpp"
@@ -29,17 +30,6 @@ int resolve(const std::optional<int>& device) {
   return current;
 }
 
-Stream copy_stream(int device) {
-  const DeviceScope scope(device);
-  return Stream(least_priority(device));
-}
-
-// An event belongs to the device current when it is made (and making one
-// there would start that device's context).
-Event timing_event(int device) {
-  const DeviceScope scope(device);
-  return Event(Event::Timing::enabled);
-}
 
 }  // namespace
 
@@ -49,9 +39,9 @@ PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOp
       ahead_(o.ahead),
       slots_(o.ahead + 1),
       device_(resolve(o.device)),
-      copy_(copy_stream(device_)),
+      copy_(made_on<Stream>(device_, least_priority(device_))),
       readers_(o.threads),
-      loop_start_(timing_event(device_)),
+      loop_start_(made_on<Event>(device_, Event::Timing::enabled)),
       next_state_(plan_.resume_at(o.start)) {
   if (o.ahead < 1 || o.ahead > 30) throw std::invalid_argument("loader: ahead must be 1 to 30 batches");
   const DeviceScope scope(device_);

@@ -13,6 +13,7 @@
 #include "bound/link_rates.hpp"
 #include "bound/staging_rates.hpp"
 #include "core/event_poll.hpp"
+#include "core/made_on.hpp"
 #include "executor.hpp"
 #include "sluice/core/device_buffer.hpp"
 #include "sluice/core/device_scope.hpp"
@@ -39,18 +40,6 @@ int resolve_device(const PipelineOptions& o) {
     throw std::invalid_argument("device " + std::to_string(*o.device) + " does not exist (" + std::to_string(count) +
                                 " device(s) present)");
   return *o.device;
-}
-
-// Streams and events belong to the device current when they are made, and
-// an event is recorded only on a stream of its own device.
-Stream stream_on(int device, int priority) {
-  const DeviceScope scope(device);
-  return Stream(priority);
-}
-
-Event event_on(int device, Event::Timing timing) {
-  const DeviceScope scope(device);
-  return Event(timing);
 }
 
 // Page-locking runs one at a time in the process: a range's edge pages are
@@ -108,12 +97,12 @@ class CudaExecutor final : public Executor {
  public:
   explicit CudaExecutor(const PipelineOptions& o)
       : device_(resolve_device(o)),
-        h2d_(stream_on(device_, o.priority)),
-        d2h_(stream_on(device_, o.priority)),
-        caller_ready_(event_on(device_, Event::Timing::disabled)),
-        origin_(event_on(device_, Event::Timing::enabled)),
-        finish_(event_on(device_, Event::Timing::enabled)) {
-    for (unsigned i = 0; i < compute_stream_count(o); ++i) compute_.push_back(stream_on(device_, o.priority));
+        h2d_(made_on<Stream>(device_, o.priority)),
+        d2h_(made_on<Stream>(device_, o.priority)),
+        caller_ready_(made_on<Event>(device_, Event::Timing::disabled)),
+        origin_(made_on<Event>(device_, Event::Timing::enabled)),
+        finish_(made_on<Event>(device_, Event::Timing::enabled)) {
+    for (unsigned i = 0; i < compute_stream_count(o); ++i) compute_.push_back(made_on<Stream>(device_, o.priority));
   }
 
   ~CudaExecutor() override {
