@@ -148,21 +148,12 @@ Submission Pipeline::start(std::optional<StreamView> caller, StartMode mode) {
     case Run::Mode::inline_drain: raw->drive_and_drain(); break;  // catches everything itself
     case Run::Mode::replay: raw->replay(); break;                  // likewise; wait() waits for it
     case Run::Mode::drive_on_caller:
-      core.drain_thread().post([raw] {
-        detail::shorten_timer_slack();
-        raw->drain();
-      });
+      core.drain_thread().post([raw] { raw->drain(); });
       raw->drive();  // saves a thread hand-off
       break;
     case Run::Mode::threads:
-      core.drain_thread().post([raw] {
-        detail::shorten_timer_slack();
-        raw->drain();
-      });
-      core.driver_thread().post([raw] {
-        detail::shorten_timer_slack();
-        raw->drive();
-      });
+      core.drain_thread().post([raw] { raw->drain(); });
+      core.driver_thread().post([raw] { raw->drive(); });
       break;
   }
   return Submission(std::make_unique<Submission::State>(Submission::State{std::move(run)}));

@@ -65,12 +65,12 @@ StagingPool& PipelineCore::registrar() {
 }
 
 WorkerThread& PipelineCore::driver_thread() {
-  if (!driver_thread_) driver_thread_ = std::make_unique<WorkerThread>();
+  if (!driver_thread_) driver_thread_ = std::make_unique<WorkerThread>(shorten_timer_slack);
   return *driver_thread_;
 }
 
 WorkerThread& PipelineCore::drain_thread() {
-  if (!drain_thread_) drain_thread_ = std::make_unique<WorkerThread>();
+  if (!drain_thread_) drain_thread_ = std::make_unique<WorkerThread>(shorten_timer_slack);
   return *drain_thread_;
 }
 

@@ -21,7 +21,7 @@ namespace sluice::detail {
 
 // Lets this thread's short sleeps end when asked (Linux timer slack 1 us
 // instead of 50 us), so the drain's polling wakes near its 20 us. For the
-// threads a pipeline owns.
+// threads a pipeline owns, once as each starts.
 void shorten_timer_slack();
 
 class PipelineCore {

@@ -15,20 +15,22 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   spans.validate();
   if (!core_.compute_fn())
     throw std::invalid_argument("pipeline has no compute callable (clear_spans() forgets it with the spans)");
-  std::vector<SpanShape> shapes =
-      spans.classify(options.host_memory, exec_, notes_, core_.replay() == Replay::graph);
+  const bool replayed = core_.replay() == Replay::graph;
+  std::vector<SpanShape> shapes = spans.classify(options.host_memory, exec_, notes_, replayed);
+  // Refused as soon as each span's path is known: before slots are allocated.
+  if (replayed)
+    if (const std::string why = cannot_replay(); !why.empty())
+      throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
   schedule_.emplace(plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value()));
   const Schedule& s = *schedule_;
   allocated_ = core_.rings().prepare(s, exec_);
-  timed_ = (options.record || options.report_bound) && core_.replay() != Replay::graph;
+  // A replayed run is timed as a whole, not stage by stage.
+  timed_ = (options.record || options.report_bound) && !replayed;
   exec_.prepare(s, timed_);
   mode_ = requested;
   if (mode_ == Mode::inline_drain && (s.stages_in() || s.stages_out() || core_.done_fn())) mode_ = Mode::drive_on_caller;
-  if (core_.replay() == Replay::graph) {
-    if (const std::string why = cannot_replay(); !why.empty())
-      throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
+  if (replayed) {
     mode_ = Mode::replay;
-    timed_ = false;  // a replayed run is timed as a whole, not stage by stage
     if (options.record || options.report_bound)
       notes_.push_back("a replayed run is timed as a whole: no timeline, and the bound leaves the kernel out");
   }
@@ -144,21 +146,14 @@ void Run::replay() noexcept {
     if (std::vector<std::uintptr_t> key = capture_key(); key != core_.captured()) {
       core_.set_captured({});  // nothing valid is captured until this capture succeeds
       exec_.begin_capture();
-      capturing_ = true;
       try {
         std::size_t next_h2d = 0;
-        for (std::size_t chunk = 0; chunk < s.chunk_count(); ++chunk) {
-          for (; next_h2d <= s.last_h2d_with(chunk); ++next_h2d) submit(s.op(next_h2d, Stage::h2d));
-          submit(s.op(chunk, Stage::compute));
-          submit(s.op(chunk, Stage::d2h));
-        }
+        for (std::size_t chunk = 0; chunk < s.chunk_count(); ++chunk) submit_chunk(chunk, next_h2d);
         exec_.end_capture();
       } catch (...) {
         exec_.abort_capture();
-        capturing_ = false;
         throw;
       }
-      capturing_ = false;
       core_.set_captured(std::move(key));
     }
     host_origin_ = Clock::now();

@@ -74,6 +74,9 @@ class Run {
   double host_ms(Clock::time_point t) const { return std::chrono::duration<double, std::milli>(t - host_origin_).count(); }
 
   // Driver.
+  // Chunk `chunk`'s GPU operations, after the H2D copies the schedule puts
+  // before its compute (last_h2d_with); `next_h2d` is the first not yet submitted.
+  void submit_chunk(std::size_t chunk, std::size_t& next_h2d);
   void submit(const Op& op);
   // Replayed runs: why this run cannot be replayed (empty: it can), and what
   // its capture depends on (a new key means capturing again).
@@ -135,7 +138,6 @@ class Run {
   std::vector<std::vector<StagingPool::Ticket>> stage_in_jobs_;
   std::size_t next_stage_in_ = 0;  // the first chunk whose stage-in has not started
   std::size_t submitted_h2d_ = 0;  // chunks whose H2D is submitted
-  bool capturing_ = false;         // submissions are captured for replay: nothing runs, nothing to wait for
   std::vector<DeviceSlot> chunk_slots_;  // the compute callable's view of the device slots
 
   // Host stage intervals come from the steady clock, device ones from the executor; both from the run's origin.

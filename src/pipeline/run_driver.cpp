@@ -34,9 +34,7 @@ void Run::drive() noexcept {
     std::size_t next_h2d = 0;
     for (; chunk < s.chunk_count(); ++chunk) {
       if (has_failed()) break;
-      for (; next_h2d <= s.last_h2d_with(chunk); ++next_h2d) submit(s.op(next_h2d, Stage::h2d));
-      submit(s.op(chunk, Stage::compute));
-      submit(s.op(chunk, Stage::d2h));
+      submit_chunk(chunk, next_h2d);
       {
         std::lock_guard lock(mutex_);
         enqueued_ = chunk + 1;
@@ -53,6 +51,13 @@ void Run::drive() noexcept {
   driver_finished_.store(true, std::memory_order_release);
 }
 
+void Run::submit_chunk(std::size_t chunk, std::size_t& next_h2d) {
+  const Schedule& s = *schedule_;
+  for (; next_h2d <= s.last_h2d_with(chunk); ++next_h2d) submit(s.op(next_h2d, Stage::h2d));
+  submit(s.op(chunk, Stage::compute));
+  submit(s.op(chunk, Stage::d2h));
+}
+
 void Run::submit(const Op& op) {
   const auto begin = timed_ ? Clock::now() : Clock::time_point{};
   Clock::duration waited{};
@@ -61,7 +66,7 @@ void Run::submit(const Op& op) {
     for (const Edge& edge : op.waits) {
       // Captured for replay, nothing runs: what the host would wait for is
       // an event set the drain frees, and a replayed run has no drain.
-      if (capturing_ && on_host(edge.on.stage)) continue;
+      if (mode_ == Mode::replay && on_host(edge.on.stage)) continue;
       if (!exec_.keeps(op, edge)) continue;
       if (on_host(edge.on.stage)) {
         const auto wait_begin = timed_ ? Clock::now() : Clock::time_point{};

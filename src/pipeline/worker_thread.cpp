@@ -4,7 +4,7 @@
 
 namespace sluice {
 
-WorkerThread::WorkerThread() : thread_([this] { loop(); }) {}
+WorkerThread::WorkerThread(std::function<void()> setup) : thread_([this, setup = std::move(setup)] { loop(setup); }) {}
 
 WorkerThread::~WorkerThread() {
   {
@@ -31,7 +31,8 @@ void WorkerThread::wait_idle() {
   changed_.wait(lock, [this] { return !busy_; });
 }
 
-void WorkerThread::loop() {
+void WorkerThread::loop(const std::function<void()>& setup) {
+  if (setup) setup();
   for (;;) {
     std::function<void()> task;
     {

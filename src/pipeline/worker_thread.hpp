@@ -10,7 +10,8 @@ namespace sluice {
 
 class WorkerThread {
  public:
-  WorkerThread();
+  // `setup` runs once on the new thread before any task (a thread setting).
+  explicit WorkerThread(std::function<void()> setup = {});
   ~WorkerThread();  // finishes the task in hand, then joins
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
@@ -22,7 +23,7 @@ class WorkerThread {
   void wait_idle();
 
  private:
-  void loop();
+  void loop(const std::function<void()>& setup);
   std::mutex mutex_;
   std::condition_variable changed_;
   std::function<void()> task_;

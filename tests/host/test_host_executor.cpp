@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,30 @@ using sluice::Chunk;
 using sluice::HostExecutor;
 using sluice::Pipeline;
 using sluice::PipelineOptions;
+
+// The host executor has no graphs: a run asked to replay is refused with the
+// reason, before any slot is allocated for it, and nothing is written.
+TEST(HostExecutor, RefusesAReplayedRunBeforeAnySlotIsAllocated) {
+  HostExecutor host;
+  std::vector<float> in(10'000, 1.0f), out(in.size(), -1.0f);
+  PipelineOptions o;
+  o.chunk_items = 1000;
+  Pipeline p(o, host);
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  p.compute([x, y](const Chunk& c) {
+    for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = c[x][i] + 1;
+  }, sluice::Replay::graph);
+  try {
+    p.run();
+    FAIL() << "the host executor replayed a run";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be replayed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(host.holdings().device_bytes, 0u) << "a refused run allocated device slots";
+  EXPECT_EQ(host.holdings().pinned_bytes, 0u) << "a refused run allocated pinned slots";
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == -1.0f; })) << "a refused run wrote";
+}
 
 TEST(HostExecutor, HoldsLaneThreadsAndSlotsOnlyWhileAPipelineLives) {
   HostExecutor host;
