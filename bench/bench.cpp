@@ -43,7 +43,7 @@ class CaseRunner {
       : result_(result), options_(options), progress_(progress) {}
 
   MeasuredRow measure(std::string method, Problem& problem, const std::function<void()>& run) {
-    MeasuredRow row = workloads::measure_in_rounds({{std::move(method), &problem, RowKind::sluice, run, {}, {}}},
+    MeasuredRow row = workloads::measure_in_rounds({{std::move(method), &problem, RowKind::sluice, run}},
                                                    rounds_).front();
     report(row);
     return row;
@@ -102,27 +102,27 @@ class CaseRunner {
                                        const PipelineOptions& base) {
     const std::size_t items = pinned.items();
     std::vector<workloads::Contender> first_pass;
-    first_pass.push_back({"synchronous", &pinned, RowKind::hand_written, [&] { sync.run(pinned); }, {}, {}});
+    first_pass.push_back({"synchronous", &pinned, RowKind::hand_written, [&] { sync.run(pinned); }});
     std::vector<std::unique_ptr<workloads::Peer>> staircases, triples;
     for (unsigned n : options_.staircase_streams) {
       staircases.push_back(workloads::make_staircase(pinned, n));
       workloads::Peer* peer = staircases.back().get();
-      first_pass.push_back({peer->name(), &pinned, RowKind::hand_written, [peer, &pinned] { peer->run(pinned); }, {}, {}});
+      first_pass.push_back({peer->name(), &pinned, RowKind::hand_written, [peer, &pinned] { peer->run(pinned); }});
     }
     for (std::size_t chunk_bytes : options_.triple_buffer_chunk_bytes) {
       triples.push_back(workloads::make_triple_buffer(pinned, std::min(items, chunk_bytes / sizeof(float))));
       workloads::Peer* peer = triples.back().get();
       first_pass.push_back({peer->name() + ", " + format_bytes(chunk_bytes) + " chunks", &pinned, RowKind::hand_written,
-                            [peer, &pinned] { peer->run(pinned); }, {}, {}});
+                            [peer, &pinned] { peer->run(pinned); }});
     }
     Pipeline sluice_pinned = workloads::make_pipeline(pinned, base);
-    first_pass.push_back({row_names::pinned, &pinned, RowKind::sluice, [&] { sluice_pinned.run(); }, {}, {}});
+    first_pass.push_back({row_names::pinned, &pinned, RowKind::sluice, [&] { sluice_pinned.run(); }});
     PipelineOptions in_order = base;  // what a kernel with chunk-to-chunk state would need
     in_order.kernel_order = KernelOrder::in_chunk_order;
     in_order.compute_streams = 0;
     Pipeline sluice_in_order = workloads::make_pipeline(pinned, in_order);
     first_pass.push_back(
-        {"sluice pinned, kernels in chunk order", &pinned, RowKind::sluice, [&] { sluice_in_order.run(); }, {}, {}});
+        {"sluice pinned, kernels in chunk order", &pinned, RowKind::sluice, [&] { sluice_in_order.run(); }});
     const std::vector<MeasuredRow> measured = workloads::measure_in_rounds(first_pass, rounds_);
     for (const auto& row : measured) report(row);
 
@@ -152,8 +152,8 @@ class CaseRunner {
     finalists.push_back(first_pass[first_pass.size() - 2]);  // sluice pinned
     if (best_triple) finalists.push_back(first_pass[*best_triple]);
     finalists.push_back(first_pass.back());  // in chunk order
-    finalists.push_back({row_names::pinned_again, &pinned, RowKind::sluice, [&] { sluice_again.run(); }, {}, {}});
-    if (replayed.run) finalists.push_back({row_names::replayed, &pinned, RowKind::sluice_replayed, replayed.run, {}, {}});
+    finalists.push_back({row_names::pinned_again, &pinned, RowKind::sluice, [&] { sluice_again.run(); }});
+    finalists.push_back({row_names::replayed, &pinned, RowKind::sluice_replayed, replayed.run});
     const std::vector<MeasuredRow> final_rounds = workloads::measure_in_rounds(finalists, rounds_);
     for (const auto& row : final_rounds) report(row);
     auto final_row = [&](const std::string& method) {
@@ -187,13 +187,7 @@ class CaseRunner {
     rows.push_back(final_row("sluice pinned, kernels in chunk order"));
     with_model(rows.back(), detail::model_input(result_, c, pinned, in_order, false));
     with_overhead(rows.back(), pinned, in_order);
-    if (replayed.run) {
-      rows.push_back(final_row(row_names::replayed));
-    } else {
-      rows.push_back(workloads::unavailable_row(pinned.workload().name(), items * sizeof(float), row_names::replayed,
-                                                RowKind::sluice_replayed, "pinned", replayed.unavailable));
-      report(rows.back());
-    }
+    rows.push_back(final_row(row_names::replayed));
     record_lanes(row_names::pinned, pinned, base, c.bound.pinned.ms);
     return rows;
   }
@@ -208,15 +202,15 @@ class CaseRunner {
     staged.host_memory = HostMemoryPolicy::stage;
     Pipeline sluice_staged = workloads::make_pipeline(pageable, staged);
     std::vector<workloads::Contender> in_rounds{
-        {"synchronous, pageable", &pageable, RowKind::hand_written, [&] { sync.run(pageable); }, {}, {}},
-        {row_names::staged, &pageable, RowKind::sluice, [&] { sluice_staged.run(); }, {}, {}}};
+        {"synchronous, pageable", &pageable, RowKind::hand_written, [&] { sync.run(pageable); }},
+        {row_names::staged, &pageable, RowKind::sluice, [&] { sluice_staged.run(); }}};
     std::optional<StagingPool> pool;
     std::optional<HostAlone> host_alone;
     if (c.bytes >= (std::size_t{256} << 20)) {
       pool.emplace(options_.pipeline.staging_threads);
       host_alone.emplace(pageable, *pool);
       workloads::Contender alone{"host alone, staging both ways", &pageable, RowKind::hand_written,
-                                 [&] { host_alone->run(); }, {}, {}};
+                                 [&] { host_alone->run(); }};
       alone.checks_result = false;
       in_rounds.push_back(alone);
     }
@@ -276,9 +270,6 @@ class CaseRunner {
   std::vector<MeasuredRow> torch_rows;
 
  private:
-  static std::string ordinal(int n) {
-    return std::to_string(n) + (n == 1 ? "st" : n == 2 ? "nd" : n == 3 ? "rd" : "th");
-  }
   std::vector<MeasuredRow> torch_rows_for(const std::string& workload, std::size_t bytes) const {
     std::vector<MeasuredRow> out;
     for (const auto& row : torch_rows)

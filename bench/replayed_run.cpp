@@ -10,7 +10,7 @@ ReplayedRun make_replayed_run(workloads::Problem& problem, const PipelineOptions
   auto pipeline = std::make_shared<workloads::WorkloadPipeline>(
       workloads::make_workload_pipeline(problem, options, Replay::graph));
   pipeline->run();  // the capture, untimed: what a service pays once
-  return {{}, [pipeline] { pipeline->run(); }, pipeline};
+  return {[pipeline] { pipeline->run(); }, pipeline};
 }
 
 }  // namespace sluice::bench

@@ -18,7 +18,6 @@
 namespace sluice::bench {
 
 struct ReplayedRun {
-  std::string unavailable;     // why there is no replayed run, when there is none
   std::function<void()> run;   // one replayed run, returning with the output in host memory
   std::shared_ptr<void> keep;  // what `run` needs alive
 };

@@ -52,7 +52,7 @@ std::vector<TunePoint> final_rounds(workloads::Problem& problem, const std::vect
   std::vector<workloads::Contender> contenders;
   for (auto& point : points) pipelines.push_back(workloads::make_pipeline(problem, run_options(point.options)));
   for (std::size_t k = 0; k < points.size(); ++k)
-    contenders.push_back({points[k].label, &problem, RowKind::sluice, [&pipelines, k] { pipelines[k].run(); }, {}, {}});
+    contenders.push_back({points[k].label, &problem, RowKind::sluice, [&pipelines, k] { pipelines[k].run(); }});
   const auto rows = workloads::measure_in_rounds(contenders, rounds_for(problem.items() * sizeof(float), o.final_repeats));
   for (std::size_t k = 0; k < points.size(); ++k) points[k].row = rows[k];
   return points;

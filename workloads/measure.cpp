@@ -91,21 +91,19 @@ MeasuredRow row_of(const Contender& c, std::vector<double> samples) {
 }  // namespace
 
 MeasuredRow measure_row(std::string method, Problem& problem, bool sluice, int repeats, const std::function<void()>& run) {
-  const Contender c{std::move(method), &problem, sluice ? RowKind::sluice : RowKind::hand_written, run, {}, {}};
+  const Contender c{std::move(method), &problem, sluice ? RowKind::sluice : RowKind::hand_written, run};
   return measure_in_rounds({c}, repeats).front();
 }
 
-std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats, int warmups) {
+std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats) {
   std::vector<std::vector<double>> samples(contenders.size());
   std::vector<MeasuredRow> rows(contenders.size());
-  for (int round = -warmups; round < repeats; ++round) {  // negative rounds are the warm-up
+  for (int round = -1; round < repeats; ++round) {  // round -1 is the warm-up
     for (std::size_t k = 0; k < contenders.size(); ++k) {
       const Contender& c = contenders[k];
-      if (c.before) c.before();
       const double ms = timed_run_ms(*c.problem, c.run);
       if (round >= 0) samples[k].push_back(ms);
       if (round + 1 == repeats) rows[k] = row_of(c, std::move(samples[k]));
-      if (c.after) c.after();
     }
   }
   return rows;

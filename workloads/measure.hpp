@@ -53,21 +53,19 @@ struct Contender {
   Problem* problem = nullptr;
   RowKind kind = RowKind::hand_written;
   std::function<void()> run;
-  std::function<void()> before;  // untimed, before each run (optional)
-  std::function<void()> after;   // untimed, after each run and its check (optional)
   // False for a measurement that makes no result (host copies alone): its
   // row says so instead of being checked against the reference.
   bool checks_result = true;
 };
 
-// Every contender once per round: `warmups` untimed rounds, then `repeats`
-// timed rounds. Drift in the machine (clocks, host memory, other load) then
+// Every contender once per round: one untimed round, then `repeats` timed
+// rounds. Drift in the machine (clocks, host memory, other load) then
 // reaches every row alike instead of whichever ran while it lasted, which
 // matters when rows a few percent apart are compared. Outputs are poisoned
 // before every run (the poison is not timed); each contender's output is
 // checked after its last run. Every run is timed by the host clock from the
 // call to the device being idle again, with no timing events in the run.
-std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats, int warmups = 1);
+std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats);
 
 // NaN in every element of the problem's output, with several threads where
 // it is large (one thread writes about 10 GB/s on the H200's host: 0.4 s a

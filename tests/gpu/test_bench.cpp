@@ -74,7 +74,7 @@ TEST_F(BenchRunnerTest, PoisonReachesEveryElementOfALargeOutput) {
 
 TEST_F(BenchRunnerTest, AMeasurementWithNoResultSaysSoInsteadOfPassing) {
   workloads::Problem p(workloads::parse_workload("copy"), 1024, workloads::Problem::Memory::pinned);
-  workloads::Contender host_only{"host copies", &p, RowKind::hand_written, [] {}, {}, {}};
+  workloads::Contender host_only{"host copies", &p, RowKind::hand_written, [] {}};
   host_only.checks_result = false;
   const auto rows = workloads::measure_in_rounds({host_only}, 3);
   ASSERT_EQ(rows.size(), 1u);
