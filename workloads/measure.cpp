@@ -1,9 +1,6 @@
 #include "measure.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <thread>
 
 #include "peers.hpp"
 #include "sluice/core/error.hpp"
@@ -34,23 +31,6 @@ Pipeline make_pipeline(Problem& p, const PipelineOptions& options) {
   return std::move(make_workload_pipeline(p, options).pipeline);
 }
 
-void poison(Problem& problem) {
-  const std::span<float> out = problem.output();
-  constexpr std::size_t per_thread = std::size_t{64} << 20;  // bytes below which one thread is as fast
-  const std::size_t threads = std::clamp<std::size_t>(out.size_bytes() / per_thread, 1, 8);
-  const float nan = std::nanf("");
-  if (threads == 1) {
-    std::fill(out.begin(), out.end(), nan);
-    return;
-  }
-  const std::size_t share = (out.size() + threads - 1) / threads;
-  std::vector<std::jthread> workers;
-  for (std::size_t t = 0; t < threads; ++t) {
-    const std::size_t begin = std::min(out.size(), t * share), end = std::min(out.size(), begin + share);
-    workers.emplace_back([=] { std::fill(out.begin() + begin, out.begin() + end, nan); });
-  }
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -60,7 +40,7 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
 }
 
 double timed_run_ms(Problem& problem, const std::function<void()>& run) {
-  poison(problem);
+  problem.poison_output();
   const auto begin = Clock::now();
   run();
   SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
@@ -116,7 +96,7 @@ std::optional<RunReport::Overhead> pipeline_overhead(Problem& problem, PipelineO
   Pipeline p = make_pipeline(problem, options);
   std::vector<RunReport::Overhead> costs;
   for (int k = -1; k < runs; ++k) {
-    poison(problem);
+    problem.poison_output();
     const RunReport report = p.run();
     if (k >= 0 && filled(report.overhead)) costs.push_back(report.overhead);
   }
@@ -128,7 +108,7 @@ std::optional<RunReport::Overhead> peer_overhead(Problem& problem, Peer& peer, i
   Stream origin;
   for (int k = -1; k < runs; ++k) {
     SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-    poison(problem);
+    problem.poison_output();
     TraceRecorder recorder(origin);
     const auto zero = Clock::now();  // the origin event was recorded just before, on an idle stream
     const auto call = Clock::now();
@@ -144,7 +124,7 @@ std::optional<RunReport::Overhead> peer_overhead(Problem& problem, Peer& peer, i
 Trace traced_run(std::string title, Problem& problem, std::optional<double> bound_ms,
                  const std::function<void(TraceRecorder*)>& run) {
   SLUICE_CUDA_CHECK(cudaDeviceSynchronize());
-  poison(problem);
+  problem.poison_output();
   Stream origin;
   TraceRecorder recorder(origin);
   const auto begin = std::chrono::steady_clock::now();
@@ -157,7 +137,7 @@ Trace traced_run(std::string title, Problem& problem, std::optional<double> boun
 
 Trace traced_pipeline(std::string title, Problem& problem, PipelineOptions options, std::optional<double> bound_ms) {
   options.record = true;
-  poison(problem);
+  problem.poison_output();
   Trace trace = make_trace(std::move(title), make_pipeline(problem, options).run());
   trace.bound_ms = bound_ms;
   return trace;

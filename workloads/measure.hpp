@@ -67,11 +67,6 @@ struct Contender {
 // call to the device being idle again, with no timing events in the run.
 std::vector<MeasuredRow> measure_in_rounds(const std::vector<Contender>& contenders, int repeats);
 
-// NaN in every element of the problem's output, with several threads where
-// it is large (one thread writes about 10 GB/s on the H200's host: 0.4 s a
-// run at 4 GiB).
-void poison(Problem& problem);
-
 class Peer;
 // A run's fixed costs, the median of `runs` runs after a warm-up, each with
 // its output poisoned first as in the timed runs; measured apart from them,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "poison.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::workloads {
@@ -118,11 +119,7 @@ const float* Problem::data(std::size_t array) const {
 std::span<const float> Problem::input(std::size_t k) const { return {data(k), items_}; }
 std::span<float> Problem::output() { return {data(workload_.input_count()), items_}; }
 
-void Problem::poison_output() {
-  float* out = data(workload_.input_count());
-  const float nan = std::nanf("");
-  for (std::size_t i = 0; i < items_; ++i) out[i] = nan;
-}
+void Problem::poison_output() { fill_with_nan(output()); }
 
 Verification Problem::verify() const {
   const float* inputs[2] = {data(0), workload_.input_count() > 1 ? data(1) : nullptr};

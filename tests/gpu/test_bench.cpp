@@ -68,7 +68,7 @@ TEST_F(BenchRunnerTest, PoisonReachesEveryElementOfALargeOutput) {
   workloads::Problem p(workloads::parse_workload("copy"), (200 * MiB) / sizeof(float) + 3,
                        workloads::Problem::Memory::pinned);
   std::fill(p.output().begin(), p.output().end(), 1.0f);
-  workloads::poison(p);
+  p.poison_output();
   EXPECT_TRUE(std::all_of(p.output().begin(), p.output().end(), [](float v) { return std::isnan(v); }));
 }
 
