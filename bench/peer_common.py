@@ -1,7 +1,9 @@
 """What the Python peers share: the torch import that answers "skipped"
-instead of failing, and a GPU step of a set length (torch.cuda._sleep counts
-cycles, not time, so its cycles per millisecond are measured first)."""
+instead of failing, a GPU step of a set length (torch.cuda._sleep counts
+cycles, not time, so its cycles per millisecond are measured first), and how
+a method's runs are timed and summed up."""
 import json
+import time
 
 
 def torch_or_skip(out_path):
@@ -28,3 +30,22 @@ def sleep_cycles_per_ms(torch):
     stop.record()
     torch.cuda.synchronize()
     return 10_000_000 / start.elapsed_time(stop)
+
+
+def timed(repeats, poison, run):
+    """ms of each timed run, in the order they ran, after one warm-up."""
+    import torch
+    samples = []
+    for i in range(repeats + 1):  # the first is the warm-up
+        poison()
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        if i > 0:
+            samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def median(samples):
+    s = sorted(samples)
+    return s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])

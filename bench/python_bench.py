@@ -29,22 +29,7 @@ import time
 
 import numpy as np
 
-from peer_common import sleep_cycles_per_ms
-
-
-def timed(repeats, poison, run):
-    """ms of each timed run after one warm-up, sorted."""
-    import torch
-    samples = []
-    for i in range(repeats + 1):
-        poison()
-        t0 = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        if i:
-            samples.append((time.perf_counter() - t0) * 1e3)
-    samples.sort()
-    return samples
+from peer_common import sleep_cycles_per_ms, timed
 
 
 def quantile(sorted_samples, q):
@@ -90,7 +75,7 @@ def pipeline_rows(sizes, repeats, cli):
             hx, hy = p.input(x), p.output(out)
             p.compute(lambda c: c[hy].copy_(c[hx]), replay=replay)
             p.run()  # the page-locking (and the capture) before the timed runs
-            check(label, timed(repeats, poison, p.run))
+            check(label, sorted(timed(repeats, poison, p.run)))
             del p
 
         best = None
@@ -114,14 +99,14 @@ def pipeline_rows(sizes, repeats, cli):
                     for s in streams:
                         s.synchronize()
                     out[:] = dst.numpy()
-                ms = quantile(timed(repeats, poison, careful), 0.5)
+                ms = quantile(sorted(timed(repeats, poison, careful)), 0.5)
                 if best is None or ms < best[0]:
                     best = (ms, f"PyTorch, pin_memory() then {k} streams, {chunk_mib} MiB chunks (best of sweep)", careful)
-        check(best[1], timed(repeats, poison, best[2]))
+        check(best[1], sorted(timed(repeats, poison, best[2])))
 
         def naive():
             out[:] = torch.from_numpy(x).to("cuda").clone().cpu().numpy()
-        check("PyTorch, .to('cuda') (naive)", timed(repeats, poison, naive))
+        check("PyTorch, .to('cuda') (naive)", sorted(timed(repeats, poison, naive)))
 
         if cli:
             result = subprocess.run([cli, "bench", "--workloads", "copy", "--sizes", str(size), "--repeat", str(repeats),

@@ -24,9 +24,8 @@ goes back to the bench, which works out the spread as for its own rows.
 import argparse
 import json
 import sys
-import time
 
-from peer_common import torch_or_skip
+from peer_common import median, timed, torch_or_skip
 
 MiB = 1 << 20
 
@@ -135,28 +134,9 @@ def copy_through(torch, host_in, host_out, streams, chunk_items, buffers):
         s.synchronize()
 
 
-def timed(repeats, poison, run):
-    """ms of each timed run, in the order they ran, after one warm-up."""
-    import torch
-    samples = []
-    for i in range(repeats + 1):  # the first is the warm-up
-        poison()
-        t0 = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        if i > 0:
-            samples.append((time.perf_counter() - t0) * 1e3)
-    return samples
-
-
 def rounds_for(size, repeats):
     """Timed runs for arrays of `size` bytes, as the bench's rows get them (bench/noise.hpp)."""
     return repeats * min(8, max(1, (256 * MiB) // size if size else 8))
-
-
-def median(samples):
-    s = sorted(samples)
-    return s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
 
 
 def main():
