@@ -43,8 +43,7 @@ class CaseRunner {
       : result_(result), options_(options), progress_(progress) {}
 
   MeasuredRow measure(std::string method, Problem& problem, const std::function<void()>& run) {
-    MeasuredRow row = workloads::measure_in_rounds({{std::move(method), &problem, RowKind::sluice, run}},
-                                                   rounds_).front();
+    MeasuredRow row = workloads::measure_row(std::move(method), problem, true, rounds_, run);
     report(row);
     return row;
   }
