@@ -25,6 +25,13 @@ void Run::drain() noexcept {
     // A chunk-done callable that throws ends the run right after its chunk:
     // nothing of the next may be written by then.
     const std::size_t at_once = schedule_->stages_out() && !sinks && !core_.done_fn() ? 2 : 1;
+    auto end_oldest = [&] {
+      end_chunk(draining.front());
+      draining.pop_front();
+    };
+    auto end_all = [&] {
+      while (!draining.empty()) end_oldest();
+    };
     for (; chunk < schedule_->chunk_count(); ++chunk) {
       {
         std::unique_lock lock(mutex_);
@@ -32,30 +39,24 @@ void Run::drain() noexcept {
           // The driver may be waiting for these chunks' slots: finish them
           // before waiting for the driver.
           lock.unlock();
-          for (; !draining.empty(); draining.pop_front()) end_chunk(draining.front());
+          end_all();
           lock.lock();
         }
         progress_.wait(lock, [&] { return failed_ || enqueued_ > chunk; });
         if (failed_) break;
       }
-      while (draining.size() >= at_once) {
-        end_chunk(draining.front());
-        draining.pop_front();
-      }
+      while (draining.size() >= at_once) end_oldest();
       try {
         draining.push_back(begin_chunk(chunk));
       } catch (...) {
         // This chunk failed: the ones already on their way out finish first,
         // so the run counts every chunk whose outputs reached the host.
-        for (; !draining.empty(); draining.pop_front()) end_chunk(draining.front());
+        end_all();
         throw;
       }
-      while (!draining.empty() && draining.front().staged_out()) {
-        end_chunk(draining.front());
-        draining.pop_front();
-      }
+      while (!draining.empty() && draining.front().staged_out()) end_oldest();
     }
-    for (; !draining.empty(); draining.pop_front()) end_chunk(draining.front());
+    end_all();
   } catch (...) {
     for (Draining& d : draining) d.settle();  // no staging work outlives the drain
     // Failures are recorded where they happen; anything else is the drain's own.
