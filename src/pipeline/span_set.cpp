@@ -45,13 +45,19 @@ void SpanLock::lock_in_background(Executor& executor, StagingPool& registrar, vo
   // run (the driver serializes them): it happens between runs, and a run that
   // starts while it is still going waits for it.
   background_ = registrar.submit(1, 1, [this, &executor, data, bytes, read_only](std::size_t, std::size_t) {
-    try {
-      lock_now(executor, data, bytes, read_only);
-    } catch (const std::exception& e) {
-      std::lock_guard lock(mutex_);
-      failure_ = e.what();
-    }
+    try_lock_now(executor, data, bytes, read_only);
   });
+}
+
+bool SpanLock::try_lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only) {
+  try {
+    lock_now(executor, data, bytes, read_only);
+    return true;
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    failure_ = e.what();
+    return false;
+  }
 }
 
 void SpanLock::wait() const {
@@ -155,13 +161,12 @@ std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& exec
             notes.push_back(s.describe(k) + " stays staged: it is larger than a quarter of physical memory");
           } else if (replayed) {
             // A replayed run copies directly or not at all: lock it now, and keep it locked.
+            // A failure is kept with the lock: later runs say it too.
             s.kept_lock = std::make_unique<SpanLock>();
-            try {
-              s.kept_lock->lock_now(executor, s.host, s.bytes(), read_only);
+            if (s.kept_lock->try_lock_now(executor, s.host, s.bytes(), read_only))
               s.path = HostPath::direct;
-            } catch (const std::exception& e) {
-              notes.push_back(s.describe(k) + " stays staged: page-locking it failed: " + e.what());
-            }
+            else
+              notes.push_back(s.describe(k) + " stays staged: page-locking it failed: " + s.kept_lock->failure());
           } else {
             s.lock_after_run = true;
           }

@@ -34,7 +34,9 @@ class SpanLock {
 
   // Locks now. Throws when the executor refuses.
   void lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only);
-  // Queues the lock on `registrar` (one thread); a failure is kept, not thrown.
+  // Locks now; a failure is kept (failure()), not thrown. True when locked.
+  bool try_lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only);
+  // Queues try_lock_now on `registrar` (one thread).
   void lock_in_background(Executor& executor, StagingPool& registrar, void* data, std::size_t bytes, bool read_only);
   // Until a background lock has finished (successfully or not).
   void wait() const;
