@@ -300,7 +300,7 @@ BenchResult run_bench(const BenchOptions& options, const std::function<void(cons
   {
     // The model's cost of a run itself: a one-item run, less its copies and launch.
     workloads::Problem one(workloads::parse_workload("copy"), 1, Problem::Memory::pinned);
-    Pipeline p = workloads::make_pipeline(one, options.pipeline);
+    Pipeline p = workloads::make_pipeline(one, workloads::elementwise(options.pipeline));
     const auto samples = workloads::measure_row("one item", one, true, 20, [&] { p.run(); });
     result.fixed.run_ms = std::max(0.0, samples.ms.median - 2 * result.fixed.copy_ms - result.fixed.launch_ms);
   }
