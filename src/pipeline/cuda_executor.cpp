@@ -284,15 +284,20 @@ class CudaExecutor final : public Executor {
   }
 
   void end_capture() override {
-    // Every stream the capture forked into joins the H2D stream, where it began.
+    // Every stream the capture forked into joins the H2D stream, where it
+    // began. Only those: a compute stream no chunk used (more streams than
+    // chunks) is not part of the capture, and waiting on it would break it.
     const DeviceScope scope(device_);  // the join events belong to the pipeline's device
     joins_.resize(compute_.size() + 1);
-    for (std::size_t i = 0; i < compute_.size(); ++i) {
-      joins_[i].record(compute_[i]);
-      h2d_.wait(joins_[i]);
-    }
-    joins_.back().record(d2h_);
-    h2d_.wait(joins_.back());
+    auto join = [&](Stream& stream, Event& mark) {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      SLUICE_CUDA_CHECK(cudaStreamIsCapturing(stream.get(), &status));
+      if (status != cudaStreamCaptureStatusActive) return;
+      mark.record(stream);
+      h2d_.wait(mark);
+    };
+    for (std::size_t i = 0; i < compute_.size(); ++i) join(compute_[i], joins_[i]);
+    join(d2h_, joins_.back());
     cudaGraph_t graph = nullptr;
     capturing_ = false;
     SLUICE_CUDA_CHECK(cudaStreamEndCapture(h2d_.get(), &graph));

@@ -82,6 +82,29 @@ TEST_F(GpuPipelineTest, AReplayedRunFollowsARebind) {
   EXPECT_EQ(calls.load(), 16) << "captured twice: 8 chunks each";
 }
 
+// Streams that no chunk uses took no part in the capture: joining them
+// would break it (cudaErrorStreamCaptureIsolation).
+TEST_F(GpuPipelineTest, AReplayedRunWithMoreComputeStreamsThanChunks) {
+  const std::size_t n = 3'000;  // 3 chunks over 8 compute streams
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  PipelineOptions o = small_chunks();
+  o.kernel_order = sluice::KernelOrder::independent;
+  o.compute_streams = 8;
+  Pipeline p(o);
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(pin_out.span());
+  p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f); },
+            Replay::graph);
+  for (int run = 0; run < 2; ++run) {
+    poison(pin_out.span());
+    const auto report = p.run();
+    EXPECT_EQ(report.chunk_count, 3u);
+    ASSERT_TRUE(is_affine(in, pin_out.span())) << "run " << run;
+  }
+}
+
 TEST_F(GpuPipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
   const std::size_t n = 6'000;
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
