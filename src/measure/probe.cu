@@ -55,6 +55,43 @@ void copy_async(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind ki
   SLUICE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s.get()));
 }
 
+// The best case of any chunked pipeline of these bytes: every chunk in and
+// out again through the copy engines, with no kernel between. H2D on one
+// stream, D2H on another; a chunk's D2H waits for its H2D, a slot's next H2D
+// for its last D2H, so fill, drain and the wait between the copies cost what
+// they cost a pipeline. Beside 'both ways pinned' (nothing waits), the gap is
+// what chunking costs on this link at this size, whatever the pipeline.
+void measure_copy_through(ProbeResult& r, std::size_t bytes, int repeats, const char* host_in, char* host_out,
+                          Stream& s1, Stream& s2) {
+  constexpr std::size_t slots = 4, smallest_chunk = 64 << 10;
+  Event fork, join;
+  std::vector<Event> copied_in(slots), copied_out(slots);
+  for (std::size_t chunks = 1; chunks <= 64; chunks *= 2) {
+    const std::size_t chunk = (bytes + chunks - 1) / chunks;
+    if (chunks > 1 && chunk < smallest_chunk) break;
+    DeviceBuffer<char> ring(std::min(chunks, slots) * chunk, s1);
+    const auto samples = time_with_events(s1, 1, repeats, [&](StreamView s) {
+      fork.record(s);
+      s2.wait(fork);
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t offset = c * chunk, length = std::min(chunk, bytes - offset), slot = c % slots;
+        char* device = ring.data() + slot * chunk;
+        if (c >= slots) s.wait(copied_out[slot]);
+        copy_async(device, host_in + offset, length, cudaMemcpyHostToDevice, s);
+        copied_in[slot].record(s);
+        s2.wait(copied_in[slot]);
+        copy_async(host_out + offset, device, length, cudaMemcpyDeviceToHost, s2);
+        copied_out[slot].record(s2);
+      }
+      join.record(s2);
+      s.wait(join);
+    });
+    Measurement m = measured("copy-through", bytes, samples, 2 * bytes);
+    m.chunks = chunks;
+    r.copy_through.push_back(m);
+  }
+}
+
 void measure_size(ProbeResult& r, std::size_t bytes, int repeats, Stream& s1, Stream& s2) {
   PinnedBuffer<char> pinned_in(bytes), pinned_out(bytes);
   std::memset(pinned_in.data(), 0x5A, bytes);
@@ -116,6 +153,7 @@ void measure_size(ProbeResult& r, std::size_t bytes, int repeats, Stream& s1, St
   r.transfers.push_back(measured("d2d", bytes, time([&](StreamView s) {
     copy_async(dev_b.data(), dev_a.data(), bytes, cudaMemcpyDeviceToDevice, s);
   })));
+  measure_copy_through(r, bytes, repeats, pinned_in.data(), pinned_out.data(), s1, s2);
 }
 
 void measure_bandwidth(ProbeResult& r, const ProbeOptions& o, Stream& s1, Stream& s2) {

@@ -110,3 +110,46 @@ TEST(ProbeResult, BadJsonSaysWhatIsWrong) {
     EXPECT_NE(std::string(e.what()).find("transfers"), std::string::npos) << e.what();
   }
 }
+
+namespace {
+Measurement copy_through(std::size_t bytes, std::size_t chunks, double gbps) {
+  Measurement r = m("copy-through", bytes, 2.0 * static_cast<double>(bytes) / (gbps * 1e6), 2 * bytes);
+  r.chunks = chunks;
+  return r;
+}
+
+ProbeResult with_copy_through() {
+  ProbeResult r = sample();  // both ways pinned at 1 GiB: 96 GB/s
+  r.copy_through = {copy_through(1 << 30, 1, 55.0), copy_through(1 << 30, 16, 93.0), copy_through(1 << 30, 64, 90.0),
+                    copy_through(64 << 10, 1, 12.0)};
+  return r;
+}
+}  // namespace
+
+TEST(ProbeResult, CopyThroughBestIsTheFastestChunkingOfEachSizeBesideBothWays) {
+  const auto best = sluice::tools::copy_through_best(with_copy_through());
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].bytes, std::size_t{64} << 10);  // smallest first
+  EXPECT_EQ(best[0].both_ways_gbps, 0.0) << "no 'both ways pinned' at 64 KiB: no share claimed";
+  EXPECT_EQ(best[0].of_both_ways(), 0.0);
+  EXPECT_EQ(best[1].chunks, 16u);
+  EXPECT_NEAR(best[1].gbps, 93.0, 1e-9);
+  EXPECT_NEAR(best[1].of_both_ways(), 93.0 / 96.0, 1e-9);
+}
+
+TEST(ProbeResult, CopyThroughShowsAsItsOwnTableAndReadsBack) {
+  const ProbeResult r = with_copy_through();
+  const std::string text = sluice::tools::probe_text(r);
+  const auto table = text.find("Chunked copy-through");
+  ASSERT_NE(table, std::string::npos);
+  EXPECT_NE(text.find("16 chunks", table), std::string::npos);
+  EXPECT_NE(text.find("0.969 (16 chunks)", table), std::string::npos);
+  const ProbeResult back = sluice::tools::probe_from_json(sluice::tools::probe_json(r));
+  ASSERT_EQ(back.copy_through.size(), r.copy_through.size());
+  EXPECT_EQ(back.copy_through[1].chunks, 16u);
+  EXPECT_NEAR(back.copy_through[1].median_gbps(), 93.0, 1e-9);
+  // A probe written before copy-through existed still reads.
+  auto old = nlohmann::json::parse(sluice::tools::probe_json(sample()));
+  old.erase("copy_through");
+  EXPECT_TRUE(sluice::tools::probe_from_json(old.dump()).copy_through.empty());
+}

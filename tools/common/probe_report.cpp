@@ -62,7 +62,33 @@ nlohmann::json to_json(const Measurement& m) {
     j["median_gbps"] = m.median_gbps();
   }
   if (m.threads != 1) j["threads"] = m.threads;
+  if (m.chunks != 0) j["chunks"] = m.chunks;
   return j;
+}
+
+// Rows: sizes; columns: each chunk count's GB/s, both ways at once, and the
+// fastest chunking's share of it.
+std::string copy_through_table(const ProbeResult& r) {
+  std::vector<std::size_t> counts;
+  for (const auto& m : r.copy_through)
+    if (std::find(counts.begin(), counts.end(), m.chunks) == counts.end()) counts.push_back(m.chunks);
+  std::sort(counts.begin(), counts.end());
+  std::vector<std::string> header{"size"};
+  for (std::size_t n : counts) header.push_back(std::to_string(n) + (n == 1 ? " chunk" : " chunks"));
+  header.insert(header.end(), {"both ways", "best / both ways"});
+  TextTable table(header);
+  for (const CopyThroughBest& best : copy_through_best(r)) {
+    std::vector<std::string> line{format_bytes(best.bytes)};
+    for (std::size_t n : counts) {
+      const auto m = std::find_if(r.copy_through.begin(), r.copy_through.end(),
+                                  [&](const Measurement& x) { return x.bytes == best.bytes && x.chunks == n; });
+      line.push_back(m == r.copy_through.end() ? "-" : fmt::format("{:.1f}", m->median_gbps()));
+    }
+    line.push_back(best.both_ways_gbps > 0 ? fmt::format("{:.1f}", best.both_ways_gbps) : "-");
+    line.push_back(best.both_ways_gbps > 0 ? fmt::format("{:.3f} ({} chunks)", best.of_both_ways(), best.chunks) : "-");
+    table.add_row(line);
+  }
+  return table.render();
 }
 
 nlohmann::json to_json(const std::vector<Measurement>& rows) {
@@ -82,6 +108,11 @@ std::string probe_text(const ProbeResult& r) {
   if (!r.transfers.empty()) {
     out += "\nCopy bandwidth, GB/s (median; 'both ways' counts the bytes of both directions):\n";
     out += pivot(r.transfers, [](const Measurement& m) { return fmt::format("{:.1f}", m.median_gbps()); });
+  }
+  if (!r.copy_through.empty()) {
+    out += "\nChunked copy-through, GB/s of both directions: each chunk in, then out again, on two streams, no\n"
+           "kernel. No pipeline of these bytes through the copy engines does better than the best chunking here:\n";
+    out += copy_through_table(r);
   }
   if (!r.registration.empty()) {
     out += "\ncudaHostRegister cost, ms (median), paid once per buffer:\n";
@@ -138,6 +169,7 @@ std::string probe_json(const ProbeResult& r, int indent) {
   nlohmann::json j{{"device", device},
                    {"transfers", to_json(r.transfers)},
                    {"registration", to_json(r.registration)},
+                   {"copy_through", to_json(r.copy_through)},
                    {"host_copies", to_json(r.host_copies)},
                    {"fixed_costs", to_json(r.fixed_costs)},
                    {"notes", r.notes}};
@@ -172,6 +204,7 @@ std::vector<Measurement> measurements_from(const nlohmann::json& j, const char* 
     m.bytes = field(item, "bytes", list).get<std::size_t>();
     m.ms = summary_from(field(item, "ms", list));
     m.threads = item.value("threads", 1u);
+    m.chunks = item.value("chunks", std::size_t{0});
     const std::size_t moved = item.value("moved_bytes", m.bytes);
     m.moved = moved == m.bytes ? 0 : moved;
     out.push_back(std::move(m));
@@ -197,6 +230,7 @@ ProbeResult probe_from_json(const std::string& text) {
     r.device.sm_count = d.value("sm_count", 0);
     r.transfers = measurements_from(j, "transfers");
     r.registration = measurements_from(j, "registration");
+    if (j.contains("copy_through")) r.copy_through = measurements_from(j, "copy_through");  // older probes lack it
     r.host_copies = measurements_from(j, "host_copies");
     r.fixed_costs = measurements_from(j, "fixed_costs");
     for (const auto& note : j.value("notes", nlohmann::json::array())) r.notes.push_back(note.get<std::string>());
@@ -245,6 +279,22 @@ FixedCosts fixed_costs_of(const ProbeResult& r) {
     if (m.name == "model: a run's own start and end") costs.run_ms = m.ms.median;
   }
   return costs;
+}
+
+std::vector<CopyThroughBest> copy_through_best(const ProbeResult& r) {
+  std::vector<CopyThroughBest> out;
+  for (const auto& m : r.copy_through) {
+    auto at = std::find_if(out.begin(), out.end(), [&](const CopyThroughBest& b) { return b.bytes == m.bytes; });
+    if (at == out.end()) {
+      out.push_back({m.bytes, m.chunks, m.median_gbps(), 0.0});
+      if (const Measurement* both = find(r.transfers, "both ways pinned", m.bytes)) out.back().both_ways_gbps = both->median_gbps();
+    } else if (m.median_gbps() > at->gbps) {
+      at->chunks = m.chunks;
+      at->gbps = m.median_gbps();
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const CopyThroughBest& a, const CopyThroughBest& b) { return a.bytes < b.bytes; });
+  return out;
 }
 
 }  // namespace sluice::tools

@@ -16,6 +16,7 @@ struct Measurement {
   std::string name;      // e.g. "h2d pinned", "host memcpy", "kernel launch"
   std::size_t bytes = 0;
   unsigned threads = 1;  // for host copies
+  std::size_t chunks = 0;  // for copy-through rows: the chunks the bytes were cut into
   Summary ms;
   // Bytes that crossed per run, when it differs from `bytes` (both directions at once moves 2x).
   std::size_t moved_bytes() const { return moved == 0 ? bytes : moved; }
@@ -27,6 +28,9 @@ struct ProbeResult {
   DeviceInfo device;
   std::vector<Measurement> transfers;     // one per (direction/source, size)
   std::vector<Measurement> registration;  // "register" / "unregister" per size
+  // Every byte in and out again, chunked and pipelined, no kernel: one per
+  // (size, chunk count); `moved` counts both directions.
+  std::vector<Measurement> copy_through;
   std::vector<Measurement> host_copies;   // one per thread count
   std::vector<Measurement> fixed_costs;   // bytes == 0, per-operation time
   std::vector<std::string> notes;         // e.g. sizes skipped for lack of memory
