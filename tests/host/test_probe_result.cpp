@@ -126,15 +126,18 @@ ProbeResult with_copy_through() {
 }
 }  // namespace
 
-TEST(ProbeResult, CopyThroughBestIsTheFastestChunkingOfEachSizeBesideBothWays) {
-  const auto best = sluice::tools::copy_through_best(with_copy_through());
+TEST(ProbeResult, CopyThroughBestIsTheFastestChunkingOfEachSizeAgainstTheLinksBest) {
+  ProbeResult r = with_copy_through();
+  r.transfers.push_back(m("both ways pinned", 64 << 10, 2 * 65536.0 / 9e6, std::size_t{2} << 16));
+  const auto best = sluice::tools::copy_through_best(r);
   ASSERT_EQ(best.size(), 2u);
   EXPECT_EQ(best[0].bytes, std::size_t{64} << 10);  // smallest first
-  EXPECT_EQ(best[0].both_ways_gbps, 0.0) << "no 'both ways pinned' at 64 KiB: no share claimed";
-  EXPECT_EQ(best[0].of_both_ways(), 0.0);
+  EXPECT_NEAR(best[0].of_link(), 12.0 / 96.0, 1e-9) << "against the fastest both ways of any size, not its own size's";
   EXPECT_EQ(best[1].chunks, 16u);
   EXPECT_NEAR(best[1].gbps, 93.0, 1e-9);
-  EXPECT_NEAR(best[1].of_both_ways(), 93.0 / 96.0, 1e-9);
+  EXPECT_NEAR(best[1].of_link(), 93.0 / 96.0, 1e-9);
+  r.transfers.clear();
+  EXPECT_EQ(sluice::tools::copy_through_best(r)[1].of_link(), 0.0) << "no link measured: no share claimed";
 }
 
 TEST(ProbeResult, CopyThroughShowsAsItsOwnTableAndReadsBack) {

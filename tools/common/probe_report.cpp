@@ -66,8 +66,8 @@ nlohmann::json to_json(const Measurement& m) {
   return j;
 }
 
-// Rows: sizes; columns: each chunk count's GB/s, both ways at once, and the
-// fastest chunking's share of it.
+// Rows: sizes; columns: each chunk count's GB/s, and the fastest chunking's
+// share of the link's best both ways.
 std::string copy_through_table(const ProbeResult& r) {
   std::vector<std::size_t> counts;
   for (const auto& m : r.copy_through)
@@ -75,7 +75,7 @@ std::string copy_through_table(const ProbeResult& r) {
   std::sort(counts.begin(), counts.end());
   std::vector<std::string> header{"size"};
   for (std::size_t n : counts) header.push_back(std::to_string(n) + (n == 1 ? " chunk" : " chunks"));
-  header.insert(header.end(), {"both ways", "best / both ways"});
+  header.push_back("best of the link's both ways");
   TextTable table(header);
   for (const CopyThroughBest& best : copy_through_best(r)) {
     std::vector<std::string> line{format_bytes(best.bytes)};
@@ -84,8 +84,9 @@ std::string copy_through_table(const ProbeResult& r) {
                                   [&](const Measurement& x) { return x.bytes == best.bytes && x.chunks == n; });
       line.push_back(m == r.copy_through.end() ? "-" : fmt::format("{:.1f}", m->median_gbps()));
     }
-    line.push_back(best.both_ways_gbps > 0 ? fmt::format("{:.1f}", best.both_ways_gbps) : "-");
-    line.push_back(best.both_ways_gbps > 0 ? fmt::format("{:.3f} ({} chunks)", best.of_both_ways(), best.chunks) : "-");
+    line.push_back(best.link_gbps > 0 ? fmt::format("{:.3f} ({} {})", best.of_link(), best.chunks,
+                                                    best.chunks == 1 ? "chunk" : "chunks")
+                                      : "-");
     table.add_row(line);
   }
   return table.render();
@@ -110,8 +111,11 @@ std::string probe_text(const ProbeResult& r) {
     out += pivot(r.transfers, [](const Measurement& m) { return fmt::format("{:.1f}", m.median_gbps()); });
   }
   if (!r.copy_through.empty()) {
-    out += "\nChunked copy-through, GB/s of both directions: each chunk in, then out again, on two streams, no\n"
-           "kernel. No pipeline of these bytes through the copy engines does better than the best chunking here:\n";
+    out += fmt::format(
+        "\nChunked copy-through, GB/s of both directions: each chunk in, then out again, on two streams, no\n"
+        "kernel; the best chunking's share of the link's best both ways ({:.1f} GB/s, the bound's link term)\n"
+        "is the most of the bound a pipeline of that size through the copy engines can reach:\n",
+        link_rates_of(r).both_gbps);
     out += copy_through_table(r);
   }
   if (!r.registration.empty()) {
@@ -282,12 +286,12 @@ FixedCosts fixed_costs_of(const ProbeResult& r) {
 }
 
 std::vector<CopyThroughBest> copy_through_best(const ProbeResult& r) {
+  const double link = link_rates_of(r).both_gbps;
   std::vector<CopyThroughBest> out;
   for (const auto& m : r.copy_through) {
     auto at = std::find_if(out.begin(), out.end(), [&](const CopyThroughBest& b) { return b.bytes == m.bytes; });
     if (at == out.end()) {
-      out.push_back({m.bytes, m.chunks, m.median_gbps(), 0.0});
-      if (const Measurement* both = find(r.transfers, "both ways pinned", m.bytes)) out.back().both_ways_gbps = both->median_gbps();
+      out.push_back({m.bytes, m.chunks, m.median_gbps(), link});
     } else if (m.median_gbps() > at->gbps) {
       at->chunks = m.chunks;
       at->gbps = m.median_gbps();

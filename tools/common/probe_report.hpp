@@ -26,14 +26,15 @@ EngineRates engine_rates_of(const ProbeResult& result);
 // The fixed costs the probe measured for the model; defaults for those it lacks.
 FixedCosts fixed_costs_of(const ProbeResult& result);
 
-// Per size, the fastest chunked copy-through beside both directions at once
-// with nothing waiting: what chunking costs any pipeline of that size here.
+// Per size, the fastest chunked copy-through, and its share of the link's
+// best both ways at once (the bound's link term, link_rates_of): the most of
+// the bound any pipeline of that size through the copy engines can reach.
 struct CopyThroughBest {
   std::size_t bytes = 0;
-  std::size_t chunks = 0;       // of the fastest
-  double gbps = 0;              // both directions together
-  double both_ways_gbps = 0;    // 'both ways pinned' at the same size; 0 when not measured
-  double of_both_ways() const { return both_ways_gbps > 0 ? gbps / both_ways_gbps : 0.0; }
+  std::size_t chunks = 0;  // of the fastest
+  double gbps = 0;         // both directions together
+  double link_gbps = 0;    // the fastest 'both ways pinned' of any size; 0 when not measured
+  double of_link() const { return link_gbps > 0 ? gbps / link_gbps : 0.0; }
 };
 std::vector<CopyThroughBest> copy_through_best(const ProbeResult& result);
 
