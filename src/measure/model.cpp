@@ -156,12 +156,16 @@ Prediction predict(const Schedule& s, const EngineRates& r, const FixedCosts& fi
         if (next[e] >= queues[e].size()) continue;
         Task& t = tasks[queues[e][next[e]]];
         if (t.ready >= 0) continue;
-        double at = free_at[e];
-        for (std::size_t d : t.deps) at = tasks[d].end < 0 || at < 0 ? -1 : std::max(at, tasks[d].end);
-        if (at < 0) continue;
-        t.ready = at;
+        double deps_at = 0;
+        for (std::size_t d : t.deps) deps_at = tasks[d].end < 0 || deps_at < 0 ? -1 : std::max(deps_at, tasks[d].end);
+        if (deps_at < 0) continue;
+        t.ready = std::max(free_at[e], deps_at);
+        // The staging threads wait for work when they have none: a job that
+        // comes to an idle pool pays for waking them; one queued behind
+        // another finds them awake.
+        if ((e == stage_in || e == stage_out) && deps_at <= free_at[e]) t.latency = 0;
         if (!t.present) {
-          t.start = t.end = free_at[e] = at;
+          t.start = t.end = free_at[e] = t.ready;
           ++next[e];
           changed = true;
         }
