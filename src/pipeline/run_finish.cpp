@@ -124,7 +124,9 @@ RunReport Run::finish() {
       if (span.path == HostPath::source) report.volume.read_bytes += bytes;
       if (span.path == HostPath::sink) report.volume.written_bytes += bytes;
     }
-    // Device work ends at the finish mark; staged outputs land on the host a little later.
+    // Device work ends at the finish mark (a run that times its stages marks
+    // it); the host sees the last output a little later, and an untimed run is
+    // timed by the host alone, from its first enqueue.
     const double device_ms = n > 0 ? exec_.run_ms() : 0.0;
     report.wall_ms = std::max(device_ms, host_end_ms_);
     if (timed_ && n > 0) {
