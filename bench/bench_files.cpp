@@ -158,7 +158,12 @@ struct Mapping {
 
 }  // namespace
 
-void run_file_cases(const BenchOptions& o, BenchResult& result, const std::function<void(const std::string&)>& progress) {
+void run_file_cases(const BenchOptions& options, BenchResult& result,
+                    const std::function<void(const std::string&)>& progress) {
+  // The file cases run as the README writes them: kernels in chunk order, on
+  // one compute stream. --compute-streams is for the workload rows.
+  BenchOptions o = options;
+  o.pipeline.compute_streams = 0;
   const std::size_t items = o.file_bytes / sizeof(float);
   const std::size_t bytes = items * sizeof(float);
   const std::string path = (std::filesystem::path(o.file_dir) / fmt::format("sluice-bench-{}.f32", getpid())).string();

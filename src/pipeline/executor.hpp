@@ -150,7 +150,7 @@ class Executor {
   // Start and end of a device operation of a timed run, from the origin.
   virtual OpTimes times(OpRef op) = 0;
   // From the origin to the finish mark; 0 where the run marked no origin
-  // (an untimed run: its wall time is the host's, from its first enqueue).
+  // (an untimed run: its wall time is the host's, from the run's start).
   virtual double run_ms() = 0;
   // Waits for every lane to be idle; the first failure seen, or null.
   virtual std::exception_ptr synchronize() = 0;

@@ -126,7 +126,7 @@ RunReport Run::finish() {
     }
     // Device work ends at the finish mark (a run that times its stages marks
     // it); the host sees the last output a little later, and an untimed run is
-    // timed by the host alone, from its first enqueue.
+    // timed by the host alone, from the run's start.
     const double device_ms = n > 0 ? exec_.run_ms() : 0.0;
     report.wall_ms = std::max(device_ms, host_end_ms_);
     if (timed_ && n > 0) {

@@ -1,6 +1,8 @@
 // Replayed runs (Replay::graph): captured once, replayed after; captured
-// again when what they copy changes; refused where they cannot hold.
+// again when what they copy changes; refused where they cannot hold. And the
+// wall time a run reports, replayed or untimed.
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -196,5 +198,31 @@ TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
     replayed_affine(p, x, y);
     const std::string why = refusal(p);
     EXPECT_NE(why.find("span 1 (output, consumer) is a sink"), std::string::npos) << why;
+  }
+}
+
+// An untimed run marks no device origin: its wall time is the host's, from
+// the run's start to the last output. It is never 0, and never more than the
+// call took; a replayed run's comes from the device, within the call too.
+TEST_F(GpuPipelineTest, UntimedAndReplayedRunsReportTheWallTimeTheyTook) {
+  const std::size_t n = 5'000;
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  for (const Replay replay : {Replay::none, Replay::graph}) {
+    Pipeline p(small_chunks());
+    const auto x = p.input(pin_in.span());
+    const auto y = p.output(pin_out.span());
+    p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f); },
+              replay);
+    for (int run = 0; run < 2; ++run) {
+      poison(pin_out.span());
+      const auto begin = std::chrono::steady_clock::now();
+      const auto report = p.run();
+      const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+      ASSERT_TRUE(is_affine(in, pin_out.span()));
+      EXPECT_GT(report.wall_ms, 0.0) << (replay == Replay::graph ? "replayed" : "untimed") << ", run " << run;
+      EXPECT_LE(report.wall_ms, call_ms) << (replay == Replay::graph ? "replayed" : "untimed") << ", run " << run;
+    }
   }
 }

@@ -114,7 +114,7 @@ std::string probe_text(const ProbeResult& r) {
     out += fmt::format(
         "\nChunked copy-through, GB/s of both directions: each chunk in, then out again, on two streams, no\n"
         "kernel; the best chunking's share of the link's best both ways ({:.1f} GB/s, the bound's link term)\n"
-        "is the most of the bound a pipeline of that size through the copy engines can reach:\n",
+        "is a reference for how much of the bound a chunked pipeline of that size can reach:\n",
         link_rates_of(r).both_gbps);
     out += copy_through_table(r);
   }

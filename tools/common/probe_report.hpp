@@ -27,8 +27,8 @@ EngineRates engine_rates_of(const ProbeResult& result);
 FixedCosts fixed_costs_of(const ProbeResult& result);
 
 // Per size, the fastest chunked copy-through, and its share of the link's
-// best both ways at once (the bound's link term, link_rates_of): the most of
-// the bound any pipeline of that size through the copy engines can reach.
+// best both ways at once (the bound's link term, link_rates_of): a reference
+// for how much of the bound a chunked pipeline of that size can reach.
 struct CopyThroughBest {
   std::size_t bytes = 0;
   std::size_t chunks = 0;  // of the fastest

@@ -49,7 +49,8 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--chunk", args->options.pipeline.chunk_items, "items per chunk for the pipeline (0: default)");
   cmd->add_option("--depth", args->options.pipeline.depth, "device slots per span")->capture_default_str();
   cmd->add_option("--compute-streams", args->options.pipeline.compute_streams,
-                  "compute streams the chunks take turns over (0: the default, two for these independent kernels)");
+                  "compute streams the chunks take turns over in the workload rows (0: the default, two for their "
+                  "independent kernels; the file rows keep one)");
   cmd->add_option("--staging-threads", args->options.pipeline.staging_threads, "host staging threads (0: one per core)");
   cmd->add_flag("--no-host-rows", args->no_host_rows, "leave out the pageable, registered and automatic rows");
   cmd->add_option("--torch-peer", args->options.torch_peer, "bench/torch_peer.py: add PyTorch's rows (needs torch)");
