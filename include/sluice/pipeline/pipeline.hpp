@@ -49,7 +49,8 @@ enum class Replay {
   none,
   // The run is captured as a CUDA graph (every chunk's copies, the kernels
   // the callable launches, the events between them) and each run replays
-  // it: a run then costs the host one graph launch. So the callable is
+  // it: a run then costs the host one graph launch (host time saved, not
+  // device time: the GPU's work is the same). So the callable is
   // called once per chunk AT CAPTURE ONLY (the first run, and the first
   // after rebind() or clear_spans()), and must launch the same work each
   // time: no host-side state, no kernel arguments that change from run to
