@@ -9,9 +9,10 @@
 
 namespace sluice::test {
 
-// y = 2x + 1 through the pipeline, with typed handles.
-inline void affine(Pipeline& p, SpanHandle<const float> in, SpanHandle<float> out) {
-  p.compute([in, out](const Chunk& c) { launch_affine(c.stream, c[in].data(), c[out].data(), c.size(), 2.0f, 1.0f); });
+// y = 2x + 1 through the pipeline, with typed handles (Replay::graph: captured and replayed).
+inline void affine(Pipeline& p, SpanHandle<const float> in, SpanHandle<float> out, Replay replay = Replay::none) {
+  p.compute([in, out](const Chunk& c) { launch_affine(c.stream, c[in].data(), c[out].data(), c.size(), 2.0f, 1.0f); },
+            replay);
 }
 
 class GpuPipelineTest : public GpuTest {};

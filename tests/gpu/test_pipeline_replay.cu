@@ -97,8 +97,7 @@ TEST_F(GpuPipelineTest, AReplayedRunWithMoreComputeStreamsThanChunks) {
   Pipeline p(o);
   const auto x = p.input(pin_in.span());
   const auto y = p.output(pin_out.span());
-  p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f); },
-            Replay::graph);
+  affine(p, x, y, Replay::graph);
   for (int run = 0; run < 2; ++run) {
     poison(pin_out.span());
     const auto report = p.run();
@@ -115,8 +114,7 @@ TEST_F(GpuPipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
   Pipeline p(small_chunks());
   const auto x = p.input(pin_in.span());
   const auto y = p.output(pin_out.span());
-  p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f); },
-            Replay::graph);
+  affine(p, x, y, Replay::graph);
   for (int run = 0; run < 3; ++run) {
     poison(pin_out.span());
     // The caller's earlier work fills the input late: the run must wait for it.
@@ -140,8 +138,7 @@ TEST_F(GpuPipelineTest, CallerRegisteredMemoryReplays) {
   Pipeline p(small_chunks());
   const auto x = p.input(in);
   const auto y = p.output(out);
-  p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2, 1); },
-            Replay::graph);
+  affine(p, x, y, Replay::graph);
   for (int run = 0; run < 3; ++run) {
     poison(out);
     const auto report = p.run();
@@ -166,15 +163,11 @@ TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
   const std::size_t n = 4'000;
   const auto in = pattern(n);
   std::vector<float> out(n, std::nanf(""));
-  auto replayed_affine = [](Pipeline& p, sluice::SpanHandle<const float> x, sluice::SpanHandle<float> y) {
-    p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2, 1); },
-              Replay::graph);
-  };
   {  // pageable memory the caller lends is staged: no replay
     Pipeline p(small_chunks());
     const auto x = p.input(in);
     const auto y = p.output(out);
-    replayed_affine(p, x, y);
+    affine(p, x, y, Replay::graph);
     const std::string why = refusal(p);
     EXPECT_NE(why.find("cannot be replayed"), std::string::npos) << why;
     EXPECT_NE(why.find("span 0 (input) is pageable memory"), std::string::npos) << why;
@@ -186,7 +179,7 @@ TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
   {  // a chunk-done callable runs on the host for every chunk
     Pipeline p(small_chunks());
-    replayed_affine(p, p.input(pin_in.span()), p.output(pin_out.span()));
+    affine(p, p.input(pin_in.span()), p.output(pin_out.span()), Replay::graph);
     p.on_chunk_done([](std::size_t, sluice::ItemRange) {});
     const std::string why = refusal(p);
     EXPECT_NE(why.find("a chunk-done callable"), std::string::npos) << why;
@@ -195,7 +188,7 @@ TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
     Pipeline p(small_chunks());
     const auto x = p.input(pin_in.span());
     const auto y = p.output(sluice::consume<float>(n, [](sluice::ItemRange, std::span<const float>) {}));
-    replayed_affine(p, x, y);
+    affine(p, x, y, Replay::graph);
     const std::string why = refusal(p);
     EXPECT_NE(why.find("span 1 (output, consumer) is a sink"), std::string::npos) << why;
   }
@@ -213,8 +206,7 @@ TEST_F(GpuPipelineTest, UntimedAndReplayedRunsReportTheWallTimeTheyTook) {
     Pipeline p(small_chunks());
     const auto x = p.input(pin_in.span());
     const auto y = p.output(pin_out.span());
-    p.compute([x, y](const Chunk& c) { launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f); },
-              replay);
+    affine(p, x, y, replay);
     for (int run = 0; run < 2; ++run) {
       poison(pin_out.span());
       const auto begin = std::chrono::steady_clock::now();
