@@ -50,6 +50,18 @@ struct HostCall {
   StreamId stream;
 };
 
+// One counted call of stream `id` is over: it ran (`error`: what it threw),
+// or it was never queued after all. The stream keeps its first error.
+void call_over(StreamId id, std::exception_ptr error) {
+  auto& calls = pending();
+  std::lock_guard lock(calls.mutex);
+  auto it = calls.by_stream.find(id);
+  if (it == calls.by_stream.end()) return;  // cannot happen: enqueue_host counted it
+  --it->second.queued;
+  if (error && !it->second.error) it->second.error = error;
+  calls.forget_if_idle(it);
+}
+
 // Set while this thread runs a host function (and destroys its captures): a
 // Stream destroyed there must not wait for its own queued host functions,
 // which would wait for this one.
@@ -67,13 +79,7 @@ void CUDART_CB run_host_call(void* data) {
   } catch (...) {
     error = std::current_exception();
   }
-  auto& calls = pending();
-  std::lock_guard lock(calls.mutex);
-  auto it = calls.by_stream.find(call->stream);
-  if (it == calls.by_stream.end()) return;  // cannot happen: enqueue_host counted it
-  --it->second.queued;
-  if (error && !it->second.error) it->second.error = error;
-  calls.forget_if_idle(it);
+  call_over(call->stream, error);
 }
 
 std::exception_ptr take_error(StreamId id) {
@@ -110,12 +116,7 @@ void enqueue_host(StreamView stream, std::function<void()> fn) {
     ++calls.by_stream[id].queued;
   }
   const cudaError_t code = cudaLaunchHostFunc(stream.get(), run_host_call, call.get());
-  if (code != cudaSuccess) {
-    std::lock_guard lock(calls.mutex);
-    auto it = calls.by_stream.find(id);
-    --it->second.queued;
-    calls.forget_if_idle(it);
-  }
+  if (code != cudaSuccess) call_over(id, nullptr);
   SLUICE_CUDA_CHECK(code);
   call.release();  // owned by run_host_call from here on
 }

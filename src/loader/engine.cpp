@@ -30,7 +30,6 @@ int resolve(const std::optional<int>& device) {
   return current;
 }
 
-
 }  // namespace
 
 PrefetchEngine::PrefetchEngine(BatchPlan plan, PrefetchSpec spec, const LoaderOptions& o)
