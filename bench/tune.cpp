@@ -38,7 +38,9 @@ PipelineOptions run_options(const PipelineOptions& setting) {
 std::string describe(const PipelineOptions& o, std::size_t item_bytes) {
   std::string text = format_bytes(o.chunk_items * item_bytes) + " chunks";
   if (o.first_chunk_items > 0) text += ", ramp from " + format_bytes(o.first_chunk_items * item_bytes);
-  return text + ", depth " + std::to_string(o.depth);
+  text += ", depth " + std::to_string(o.depth);
+  if (o.compute_streams > 0) text += ", " + std::to_string(o.compute_streams) + " compute streams";
+  return text;
 }
 constexpr std::size_t finalist_count = 3;
 
@@ -85,7 +87,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
                                row.verified ? "" : " NOT VERIFIED: " + row.detail));
         return row;
       };
-      for (const auto& options : sweep_settings(items, sizeof(float))) {
+      for (const auto& options : sweep_settings(items, sizeof(float), KernelOrder::independent)) {
         const std::string label = describe(options, sizeof(float));
         c.sweep.push_back({options, label, measure(options, label)});
       }
@@ -102,6 +104,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
                     [](const TunePoint& f) { return f.label == defaults_label || f.label == defaults_again_label; });
       std::sort(c.finalists.begin(), c.finalists.end(), fastest_first);
       ModelInput base;
+      base.options = run_options({});
       // Staged runs at the staging rate they see beside their own copies, as in the bench.
       base.rates = o.pageable ? staging_beside_copies(bound.staged_volume, bound.rates) : bound.rates;
       base.fixed = fixed;

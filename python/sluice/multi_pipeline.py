@@ -24,12 +24,13 @@ class MultiPipeline(_Spans):
     stream. A device may be named twice (two pipelines sharing one GPU).
     """
 
-    def __init__(self, devices, *, chunk_items=0, first_chunk_items=0, ramp=True, depth=4,
+    def __init__(self, devices, *, chunk_items=0, first_chunk_items=0, ramp=True, adapt_chunks=True, depth=4,
                  kernel_order="in_chunk_order", compute_streams=0, staging_threads=0, host_memory="automatic",
                  priority=0, record=False, report_bound=False):
         self.devices = list(devices)
         super().__init__(_sluice._MultiPipeline(
-            self.devices, chunk_items=chunk_items, first_chunk_items=first_chunk_items, ramp=ramp, depth=depth,
+            self.devices, chunk_items=chunk_items, first_chunk_items=first_chunk_items, ramp=ramp,
+            adapt_chunks=adapt_chunks, depth=depth,
             kernel_order=kernel_order, compute_streams=compute_streams, staging_threads=staging_threads,
             host_memory=host_memory, priority=priority, record=record, report_bound=report_bound, device=None))
 

@@ -145,12 +145,15 @@ class _Spans:
 class Pipeline(_Spans):
     """Copy in, compute, copy out, chunk by chunk, with every engine busy (see sluice::Pipeline)."""
 
-    def __init__(self, *, chunk_items=0, first_chunk_items=0, ramp=True, depth=4, kernel_order="in_chunk_order",
-                 compute_streams=0, staging_threads=0, host_memory="automatic", priority=0, record=False,
-                 report_bound=False, device=None):
+    def __init__(self, *, chunk_items=0, first_chunk_items=0, ramp=True, adapt_chunks=True, depth=4,
+                 kernel_order="in_chunk_order", compute_streams=0, staging_threads=0, host_memory="automatic",
+                 priority=0, record=False, report_bound=False, device=None):
         # kernel_order: "in_chunk_order" (default) runs the compute of chunk after chunk on one stream, as
         # chunk-to-chunk state needs; "independent" lets neighbouring chunks' compute overlap (two streams).
-        self._options = dict(chunk_items=chunk_items, first_chunk_items=first_chunk_items, ramp=ramp, depth=depth,
+        # adapt_chunks: with chunk_items 0, the first run times its stages, and where the kernels took longer
+        # than the copies, later runs start and end with 512 KiB chunks (its notes say which).
+        self._options = dict(chunk_items=chunk_items, first_chunk_items=first_chunk_items, ramp=ramp,
+                             adapt_chunks=adapt_chunks, depth=depth,
                              kernel_order=kernel_order, compute_streams=compute_streams,
                              staging_threads=staging_threads, host_memory=host_memory, priority=priority,
                              record=record, report_bound=report_bound, device=device)

@@ -108,7 +108,8 @@ std::size_t add_span(MultiPipeline& p, std::uintptr_t data, std::size_t items, s
   return detail::MultiPipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
 }
 
-PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,
+PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, bool adapt_chunks,
+                                 std::size_t depth,
                                  const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads,
                                  const std::string& host_memory, int priority, bool record, bool report_bound,
                                  std::optional<int> device) {
@@ -116,6 +117,7 @@ PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chun
   o.chunk_items = chunk_items;
   o.first_chunk_items = first_chunk_items;
   o.ramp = ramp;
+  o.adapt_chunks = adapt_chunks;
   o.depth = depth;
   o.kernel_order = kernel_order_of(kernel_order);
   o.compute_streams = compute_streams;
@@ -129,7 +131,8 @@ PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chun
 }
 
 #define SLUICE_PIPELINE_OPTION_ARGS                                                                                  \
-  py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("depth"), py::arg("kernel_order"), \
+  py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("adapt_chunks"), py::arg("depth"), \
+      py::arg("kernel_order"),                                                                                      \
       py::arg("compute_streams"), py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"),         \
       py::arg("record"), py::arg("report_bound"), py::arg("device")
 
@@ -177,11 +180,13 @@ void bind_pipeline(py::module_& m) {
       });
 
   py::class_<Pipeline>(m, "_Pipeline")
-      .def(py::init([](std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, std::size_t depth,
-                       const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads, const std::string& host_memory, int priority,
-                       bool record, bool report_bound, std::optional<int> device) {
-             return Pipeline(pipeline_options(chunk_items, first_chunk_items, ramp, depth, kernel_order, compute_streams,
-                                              staging_threads, host_memory, priority, record, report_bound, device));
+      .def(py::init([](std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, bool adapt_chunks,
+                       std::size_t depth, const std::string& kernel_order, unsigned compute_streams,
+                       unsigned staging_threads, const std::string& host_memory, int priority, bool record,
+                       bool report_bound, std::optional<int> device) {
+             return Pipeline(pipeline_options(chunk_items, first_chunk_items, ramp, adapt_chunks, depth, kernel_order,
+                                              compute_streams, staging_threads, host_memory, priority, record,
+                                              report_bound, device));
            }),
            SLUICE_PIPELINE_OPTION_ARGS)
       .def_property_readonly("device", &Pipeline::device)
@@ -239,12 +244,13 @@ void bind_multi_pipeline(py::module_& m) {
 
   py::class_<MultiPipeline>(m, "_MultiPipeline")
       .def(py::init([](const std::vector<int>& devices, std::size_t chunk_items, std::size_t first_chunk_items, bool ramp,
-                       std::size_t depth, const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads,
-                       const std::string& host_memory, int priority, bool record, bool report_bound,
-                       std::optional<int> device) {
+                       bool adapt_chunks, std::size_t depth, const std::string& kernel_order, unsigned compute_streams,
+                       unsigned staging_threads, const std::string& host_memory, int priority, bool record,
+                       bool report_bound, std::optional<int> device) {
              return std::make_unique<MultiPipeline>(
-                 devices, pipeline_options(chunk_items, first_chunk_items, ramp, depth, kernel_order, compute_streams,
-                                           staging_threads, host_memory, priority, record, report_bound, device));
+                 devices, pipeline_options(chunk_items, first_chunk_items, ramp, adapt_chunks, depth, kernel_order,
+                                           compute_streams, staging_threads, host_memory, priority, record,
+                                           report_bound, device));
            }),
            py::arg("devices"), SLUICE_PIPELINE_OPTION_ARGS)
       .def("add_host",

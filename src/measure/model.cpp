@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "pipeline/chunking.hpp"
 
 namespace sluice {
 
@@ -125,9 +126,20 @@ EngineRates staging_beside_copies(const RunVolume& volume, const EngineRates& ra
   return seen;
 }
 
-Prediction predict(const ModelInput& in) {
-  return predict(plan_schedule(in.options, in.spans, in.items), in.rates, in.fixed, in.kernel);
+Schedule schedule_of(const ModelInput& in) {
+  double in_bytes = 0, out_bytes = 0;
+  for (const SpanShape& s : in.spans) {
+    if (s.copied_in()) in_bytes += static_cast<double>(s.item_bytes);
+    if (s.copied_out()) out_bytes += static_cast<double>(s.item_bytes);
+  }
+  const auto items = static_cast<double>(in.items);
+  auto copy_ms = [&](double bytes, double gbps) { return gbps > 0 ? bytes * items / (gbps * 1e6) : 0.0; };
+  const bool kernel_bound = kernels_dominate(items * in.kernel.ms_per_item, copy_ms(in_bytes, in.rates.h2d_gbps),
+                                             copy_ms(out_bytes, in.rates.d2h_gbps));
+  return plan_schedule(in.options, in.spans, in.items, false, kernel_bound);
 }
+
+Prediction predict(const ModelInput& in) { return predict(schedule_of(in), in.rates, in.fixed, in.kernel); }
 
 Prediction predict(const Schedule& s, const EngineRates& r, const FixedCosts& fixed, const KernelCost& kernel) {
   const std::size_t n = s.chunk_count();

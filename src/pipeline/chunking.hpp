@@ -13,8 +13,25 @@
 // than with equal chunks, and `sluice tune` on the H200 (final rounds) put
 // equal chunks ahead on copy-bound work (copy 256 MiB: 8 MiB chunks 5.71 ms,
 // the earlier ramped default 5.85; sincos20 5.86 against 6.42; 4 MiB: 0.189
-// against 0.211 ms), within 1 % behind on compute-bound work. A ramp stays one
-// option away (PipelineOptions::first_chunk_items).
+// against 0.211 ms). A ramp stays one option away
+// (PipelineOptions::first_chunk_items).
+//
+// Work whose kernels take longer than its copies is the other way round:
+// there the SMs wait for the first chunk in and the last chunk out, and
+// smaller chunks at both ends shorten both. The same sweep on sincos100 and
+// sincos200 (kernel 2.2 and 4.3 times the copies), ms, H200:
+//
+//                        defaults   512 KiB chunks   ramp from 512 KiB / 128 KiB
+//   sincos100  4 MiB      0.262       0.254-0.257          0.282 (128 KiB)
+//   sincos200  4 MiB      0.446       0.421                0.435 (128 KiB)
+//   sincos100 16 MiB      0.823       0.772                0.776 (8 MiB from 512 KiB)
+//   sincos200 16 MiB      1.497       1.451                1.437 (8 MiB from 512 KiB)
+//
+// while on copy-bound work 512 KiB chunks were 7-31 % slower (the host's
+// work per chunk, about 12 us, outruns a 512 KiB chunk's copies). The
+// pipeline cannot tell the two apart before a run, so a run can learn it:
+// PipelineOptions::adapt_chunks times the first run's stages, and where the
+// kernels dominate, later runs ramp up from 512 KiB to the usual chunk.
 //
 // A run whose host copies data through the pinned slots both ways (staged
 // spans, sources and sinks, in and out) uses 4 MiB chunks where the data
@@ -51,14 +68,25 @@ struct Chunking {
   std::size_t first_items = 1;  // where a ramp starts; == chunk_items for none (the default)
 };
 
+// Whether a run's kernels are what it waits on: the kernels (the union of
+// their intervals, or the model's kernel time) took a quarter longer than the
+// copies of the busier direction. The margin keeps work near the line from
+// changing its chunks from one learning to the next.
+bool kernels_dominate(double kernel_ms, double h2d_ms, double d2h_ms);
+
 // `host_copies_both_ways`: the host copies the run's data through the pinned
-// slots on the way in and on the way out.
-Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, bool host_copies_both_ways = false);
+// slots on the way in and on the way out. `kernel_bound`: the kernels are
+// known to take longer than the copies (kernels_dominate): the chunks then
+// ramp up from 512 KiB (never for a run the host copies both ways, where the
+// host is what the run waits on).
+Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, bool host_copies_both_ways = false,
+                          bool kernel_bound = false);
 
 // The plan a pipeline with these options cuts `item_count` items into. A
 // chunk size set in the options means chunks of that size, ramped only when
-// first_chunk_items is set too.
+// first_chunk_items is set too; `kernel_bound` counts only where the options
+// leave the chunk size to the pipeline and let it adapt.
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
-                      bool host_copies_both_ways = false);
+                      bool host_copies_both_ways = false, bool kernel_bound = false);
 
 }  // namespace sluice

@@ -47,6 +47,7 @@ void PipelineCore::clear_spans() {
   spans_.clear();  // joins background page-locking and undoes it
   gates_.clear();
   compute_fn_ = nullptr;
+  kernel_bound_.reset();
   ++capture_version_;
   generation_ = new_span_generation();
   ran_ = false;

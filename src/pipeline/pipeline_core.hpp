@@ -48,6 +48,7 @@ class PipelineCore {
     compute_fn_ = std::move(fn);
     replay_ = replay;
     ++capture_version_;
+    kernel_bound_.reset();
   }
   Replay replay() const { return replay_; }
   // Changes whenever what a captured run copies or launches may have: a new
@@ -58,6 +59,10 @@ class PipelineCore {
   const std::vector<std::uintptr_t>& captured() const { return captured_; }
   void set_captured(std::vector<std::uintptr_t> key) { captured_ = std::move(key); }
   void set_done(ChunkDoneFn fn) { done_fn_ = std::move(fn); }
+  // What a timed run learnt of the compute callable (PipelineOptions::adapt_chunks):
+  // whether its kernels take longer than the copies. Unset until then; a new callable forgets it.
+  const std::optional<bool>& kernel_bound() const { return kernel_bound_; }
+  void set_kernel_bound(bool bound) { kernel_bound_ = bound; }
   bool ran() const { return ran_; }
   void mark_ran() { ran_ = true; }
 
@@ -84,6 +89,7 @@ class PipelineCore {
   ComputeFn compute_fn_;
   ChunkDoneFn done_fn_;
   Replay replay_ = Replay::none;
+  std::optional<bool> kernel_bound_;
   std::uint64_t capture_version_ = 0;
   std::vector<std::uintptr_t> captured_;
   std::uint64_t generation_ = 0;

@@ -21,11 +21,15 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   if (replayed)
     if (const std::string why = cannot_replay(); !why.empty())
       throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
-  schedule_.emplace(plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value()));
+  // A replayed run's callable is called at capture only: it keeps the usual chunks, and learns nothing.
+  const bool adapts = options.adapt_chunks && options.chunk_items == 0 && !replayed;
+  learning_ = adapts && !core_.kernel_bound().has_value();
+  schedule_.emplace(plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value(),
+                                  adapts && core_.kernel_bound().value_or(false)));
   const Schedule& s = *schedule_;
   allocated_ = core_.rings().prepare(s, exec_);
   // A replayed run is timed as a whole, not stage by stage.
-  timed_ = (options.record || options.report_bound) && !replayed;
+  timed_ = (options.record || options.report_bound || learning_) && !replayed;
   exec_.prepare(s, timed_);
   mode_ = requested;
   if (mode_ == Mode::inline_drain && (s.stages_in() || s.stages_out() || core_.done_fn())) mode_ = Mode::drive_on_caller;
@@ -147,8 +151,11 @@ void Run::replay() noexcept {
       core_.set_captured({});  // nothing valid is captured until this capture succeeds
       exec_.begin_capture();
       try {
-        std::size_t next_h2d = 0;
-        for (std::size_t chunk = 0; chunk < s.chunk_count(); ++chunk) submit_chunk(chunk, next_h2d);
+        // Chunk by chunk, each H2D just before its kernel: the graph's edges
+        // are the schedule's either way, but the order nodes are captured
+        // in is the order a launch hands them to the copy engines.
+        for (std::size_t chunk = 0; chunk < s.chunk_count(); ++chunk)
+          for (const Stage stage : {Stage::h2d, Stage::compute, Stage::d2h}) submit(s.op(chunk, stage));
         exec_.end_capture();
       } catch (...) {
         exec_.abort_capture();

@@ -103,6 +103,8 @@ class Run {
   std::vector<std::pair<std::size_t, StagingPool::Ticket>> start_stage_out(const Op& op);
   void finish_stage_out(Draining& d);
   void record_device_intervals(std::size_t chunk);
+  // A learning run's lesson, from its stage intervals: kept in the pipeline; returns the note that says it.
+  std::string learn_from_intervals();
   void commit_sinks(std::size_t items_done);
 
   std::shared_ptr<PipelineCore> owner_;  // keeps the pipeline's state alive while the run is
@@ -110,7 +112,9 @@ class Run {
   Executor& exec_;
   std::optional<StreamView> caller_;
   Mode mode_ = Mode::threads;
-  bool timed_ = false;  // stage marks record time (record or report_bound)
+  bool timed_ = false;  // stage marks record time (record, report_bound, or a run that learns)
+  // This run times its stages to learn whether the kernels dominate (PipelineOptions::adapt_chunks).
+  bool learning_ = false;
   std::vector<std::string> notes_;
   std::optional<Schedule> schedule_;
   SlotRings::Allocated allocated_;

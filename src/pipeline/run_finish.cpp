@@ -2,8 +2,10 @@
 // are abandoned, leaving the previous output as it was), and the caller gets
 // the report or the failure, said in full.
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
+#include "chunking.hpp"
 #include "run.hpp"
 #include "sluice/pipeline/file_io.hpp"
 
@@ -11,13 +13,13 @@ namespace sluice::detail {
 
 namespace {
 
-// Union of the compute intervals: several compute streams may overlap.
-double compute_union_ms(std::vector<StageInterval> intervals) {
+// Union of one lane's intervals: several compute streams may overlap.
+double union_ms(std::vector<StageInterval> intervals, Lane lane) {
   std::sort(intervals.begin(), intervals.end(),
             [](const StageInterval& a, const StageInterval& b) { return a.start_ms < b.start_ms; });
   double total = 0, end = -1e300;
   for (const auto& i : intervals) {
-    if (i.lane != Lane::compute) continue;
+    if (i.lane != lane) continue;
     const double start = std::max(i.start_ms, end);
     if (i.end_ms > start) total += i.end_ms - start;
     end = std::max(end, i.end_ms);
@@ -63,6 +65,19 @@ void Run::commit_sinks(std::size_t items_done) {
   if (!failed_) return;
   for (; k < spans.size(); ++k)
     if (spans[k].sink) spans[k].sink->abandon(items_done);
+}
+
+std::string Run::learn_from_intervals() {
+  const double kernel = union_ms(drain_intervals_, Lane::compute), in = union_ms(drain_intervals_, Lane::h2d),
+               out = union_ms(drain_intervals_, Lane::d2h);
+  const bool bound = kernels_dominate(kernel, in, out);
+  core_.set_kernel_bound(bound);
+  char text[256];
+  std::snprintf(text, sizeof text, "chunk sizes (adapt_chunks): the kernels took %.3f ms, the copies %.3f ms in and %.3f ms out: %s",
+                kernel, in, out,
+                bound ? "later runs start and end with 512 KiB chunks, so the kernels wait less for the first and last"
+                      : "the copies are what the run waits on, and later runs keep these chunks");
+  return text;
 }
 
 RunReport Run::finish() {
@@ -130,7 +145,8 @@ RunReport Run::finish() {
     const double device_ms = n > 0 ? exec_.run_ms() : 0.0;
     report.wall_ms = std::max(device_ms, host_end_ms_);
     if (timed_ && n > 0) {
-      report.volume.kernel_ms = compute_union_ms(drain_intervals_);
+      report.volume.kernel_ms = union_ms(drain_intervals_, Lane::compute);
+      if (learning_) report.notes.push_back(learn_from_intervals());
       // The device's origin is marked as the run starts, when its streams are
       // idle: it stands for the host's origin within a few microseconds.
       report.overhead.prepare_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count();

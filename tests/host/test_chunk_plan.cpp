@@ -198,3 +198,37 @@ TEST(PlanChunks, OptionsDecideTheShape) {
   o.chunk_items = 1'000'000;  // never larger than the data
   EXPECT_EQ(sluice::plan_chunks(o, 10'000, 4).chunk_items(), 10'000u);
 }
+
+TEST(DefaultChunking, KernelsThatDominateRampFrom512KiB) {
+  constexpr std::size_t KiB = 1024, MiB = KiB * KiB;
+  EXPECT_TRUE(sluice::kernels_dominate(2.0, 1.0, 1.5));
+  EXPECT_FALSE(sluice::kernels_dominate(1.2, 1.0, 0.5));  // within the margin: copies still decide
+  EXPECT_FALSE(sluice::kernels_dominate(0.0, 0.0, 0.0));
+  EXPECT_TRUE(sluice::kernels_dominate(1.0, 0.0, 0.0));   // nothing copied: the kernels are all there is
+  sluice::PipelineOptions o;
+  // 4 MiB of floats: 512 KiB, then the usual 1 MiB chunks, and 512 KiB last.
+  auto plan = sluice::plan_chunks(o, MiB, 4, false, true);
+  ASSERT_TRUE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
+  EXPECT_EQ(plan.chunk(plan.chunk_count() - 1).size() * 4, 512 * KiB);
+  EXPECT_EQ(plan.chunk_items() * 4, MiB);
+  EXPECT_EQ(plan.chunk_count(), 5u);
+  // 1 GiB: up from 512 KiB by doubling to the usual 16 MiB (the middle's chunks balanced, no larger).
+  plan = sluice::plan_chunks(o, 256 * MiB, 4, false, true);
+  EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
+  EXPECT_EQ(plan.chunk(1).size() * 4, MiB);
+  EXPECT_LE(plan.chunk_items() * 4, 16 * MiB);
+  EXPECT_GT(plan.chunk_items() * 4, 15 * MiB);
+  // 2 MiB, one chunk otherwise: 512 KiB, 1 MiB, 512 KiB.
+  plan = sluice::plan_chunks(o, MiB / 2, 4, false, true);
+  EXPECT_EQ(plan.chunk_count(), 3u);
+  EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
+  // No ramp where the host copies both ways, where the caller set the size,
+  // or where adapting is off.
+  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, true, true).is_ramped());
+  o.adapt_chunks = false;
+  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, false, true).is_ramped());
+  o = {};
+  o.chunk_items = MiB;
+  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, false, true).is_ramped());
+}

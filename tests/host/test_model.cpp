@@ -135,3 +135,25 @@ TEST(Model, FitsLatencyAndRateFromTwoSizes) {
   EXPECT_NEAR(f.latency_ms, 0.0039, 0.0002);
   EXPECT_THROW(sluice::fit_latency_rate(10, 1, 5, 2), std::invalid_argument);
 }
+
+TEST(Model, PlaysTheChunksAPipelineLearnsForItsKernels) {
+  // 64 MiB of floats at 50 GB/s each way: 1.34 ms of copies in each direction.
+  ModelInput in;
+  in.fixed = {0, 0, 0, 0, 0, 0};
+  in.rates.h2d_gbps = in.rates.d2h_gbps = 50;
+  in.rates.both_gbps = 100;
+  in.spans = sluice::array_spans(1, 1, sizeof(float), false);
+  in.items = 16 << 20;
+  in.kernel.ms_per_item = 1.0 / static_cast<double>(in.items);  // 1 ms: the copies decide
+  EXPECT_FALSE(sluice::schedule_of(in).plan().is_ramped());
+  in.kernel.ms_per_item = 5.0 / static_cast<double>(in.items);  // 5 ms: the kernels do
+  const sluice::Schedule kernel_bound = sluice::schedule_of(in);
+  ASSERT_TRUE(kernel_bound.plan().is_ramped());
+  EXPECT_EQ(kernel_bound.plan().chunk(0).size() * sizeof(float), 512u << 10);
+  const auto p = predict(in);
+  ASSERT_NE(find(p, Lane::h2d, 0), nullptr);
+  EXPECT_EQ(find(p, Lane::h2d, 0)->bytes, 512u << 10);
+  // As a pipeline told not to adapt: the usual equal chunks.
+  in.options.adapt_chunks = false;
+  EXPECT_FALSE(sluice::schedule_of(in).plan().is_ramped());
+}

@@ -61,7 +61,7 @@ Action add_model_command(CLI::App& app) {
     if (!args->chunk.empty()) options.chunk_items = parse_bytes(args->chunk) / item_bytes;
     if (!args->first.empty()) options.first_chunk_items = parse_bytes(args->first) / item_bytes;
     options.depth = args->depth;
-    const Schedule schedule = plan_schedule(options, in.spans, items);
+    const Schedule schedule = schedule_of(in);
     const Prediction p = predict(in);
     RunVolume volume;
     volume.h2d_bytes = static_cast<double>(bytes) * args->inputs;

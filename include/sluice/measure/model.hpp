@@ -66,6 +66,11 @@ struct Prediction {
 // bound.hpp). `rates` unchanged when that term is unknown or no slower.
 EngineRates staging_beside_copies(const RunVolume& volume, const EngineRates& rates);
 
+// The schedule a pipeline with `input`'s options runs, as it runs once it
+// has learnt its kernels (PipelineOptions::adapt_chunks): whether they take
+// longer than the copies is judged at the model's rates.
+Schedule schedule_of(const ModelInput& input);
+
 // Throws std::invalid_argument for rates that are zero where the run needs them.
 Prediction predict(const ModelInput& input);
 Prediction predict(const Schedule& schedule, const EngineRates& rates, const FixedCosts& fixed, const KernelCost& kernel);

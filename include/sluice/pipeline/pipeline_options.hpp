@@ -53,6 +53,13 @@ struct PipelineOptions {
   // the host copies it through the slots both ways this run (default_chunking).
   // A size set here cuts every chunk that size, unless first_chunk_items is set too.
   std::size_t chunk_items = 0;
+  // With chunk_items 0: the first run times its stages, and when its kernels
+  // took longer than its copies, later runs start and end with 512 KiB
+  // chunks ramping up to the usual size, so the SMs wait less for the first
+  // chunk in and the last chunk out (src/pipeline/chunking.hpp says what it
+  // gains). The run that learns says so in its notes; a new compute callable
+  // learns again. Replayed pipelines (Replay::graph) keep the usual sizes.
+  bool adapt_chunks = true;
   // When set, the first and last chunks ramp up from this size by doubling
   // to chunk_items (and back down at the end), so the first kernel starts
   // sooner; 0: no ramp (src/pipeline/chunking.hpp says why that is the default).

@@ -194,8 +194,11 @@ class Schedule {
 
 // The schedule a pipeline with these options runs over `items` items of these
 // spans: the chunk plan (src/pipeline/chunking.hpp) and then the rules above.
+// `kernel_bound`: the kernels are known to take longer than the copies (a
+// timed run showed it, or the model's rates say so); with the chunk size
+// left to the pipeline (PipelineOptions::adapt_chunks) the chunks then ramp.
 Schedule plan_schedule(const PipelineOptions& options, std::vector<SpanShape> spans, std::size_t items,
-                       bool caller_stream = false);
+                       bool caller_stream = false, bool kernel_bound = false);
 
 // The schedule's invariants, over every operation: each chunk's stages come
 // once and in order, each lane's operations in chunk order; every operation

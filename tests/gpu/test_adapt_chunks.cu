@@ -1,0 +1,86 @@
+// Chunks that adapt to the work, where the compute's speed against the
+// copies is known: a copy within device memory is far faster than the link,
+// so the pipeline keeps its chunks (a kernel would do too, but not under
+// compute-sanitizer, which slows kernels and not copies); and a replayed pipeline, whose callable is called at capture
+// only, keeps the usual chunks and learns nothing. (A slow kernel ramping
+// the chunks runs on both executors: tests/pipeline/test_adapt_chunks.cpp.)
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <string>
+
+#include "gpu_pipeline_test.hpp"
+#include "sluice/core/error.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+
+using sluice::Chunk;
+using sluice::Pipeline;
+using sluice::Replay;
+using sluice::RunReport;
+using namespace sluice::test;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+std::string adapt_note(const RunReport& report) {
+  for (const std::string& note : report.notes)
+    if (note.find("adapt_chunks") != std::string::npos) return note;
+  return {};
+}
+
+}  // namespace
+
+TEST_F(GpuPipelineTest, CopyBoundWorkKeepsItsChunks) {
+  const std::size_t n = 16 * MiB / sizeof(float);
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  Pipeline p;
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(pin_out.span());
+  p.compute([x, y](const Chunk& c) {
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(c[y].data(), c[x].data(), c.size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                                      c.stream.get()));
+  });
+  auto is_copy = [&] { return std::equal(in.begin(), in.end(), pin_out.begin()); };
+  std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
+  const RunReport first = p.run();
+  ASSERT_TRUE(is_copy());
+  const std::string note = adapt_note(first);
+  EXPECT_NE(note.find("the copies are what the run waits on"), std::string::npos) << note;
+  std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
+  const RunReport second = p.run();
+  ASSERT_TRUE(is_copy());
+  EXPECT_EQ(second.chunk_count, first.chunk_count);
+  EXPECT_EQ(second.chunk_items, first.chunk_items);
+  EXPECT_TRUE(adapt_note(second).empty()) << adapt_note(second);
+}
+
+TEST_F(GpuPipelineTest, AReplayedPipelineKeepsTheUsualChunks) {
+  // Kernels far slower than the copies, which an ordinary run would learn from.
+  const std::size_t n = 8 * MiB / sizeof(float);
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  Pipeline p;
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(pin_out.span());
+  std::atomic<std::size_t> calls{0};
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_late_affine(c.stream, 500, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  std::size_t chunks = 0;
+  for (int run = 0; run < 3; ++run) {
+    std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
+    const RunReport report = p.run();
+    ASSERT_TRUE(is_affine(in, pin_out.span())) << "run " << run;
+    if (run == 0) chunks = report.chunk_count;
+    EXPECT_EQ(report.chunk_count, chunks) << "run " << run;
+    EXPECT_TRUE(adapt_note(report).empty()) << adapt_note(report);
+  }
+  EXPECT_EQ(calls.load(), chunks) << "the callable runs at capture only, once per chunk";
+}

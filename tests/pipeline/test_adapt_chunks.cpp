@@ -1,0 +1,94 @@
+// Chunks that adapt to the work (PipelineOptions::adapt_chunks): the first
+// run times its stages; where the kernels took longer than the copies, later
+// runs ramp up from 512 KiB chunks. (Copy-bound work keeping its chunks, and
+// replayed pipelines learning nothing, are GPU-only: there the kernels'
+// speed against the copies is known; tests/gpu/test_adapt_chunks.cpp.)
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "pipeline_test.hpp"
+
+using sluice::Chunk;
+using sluice::Pipeline;
+using sluice::PipelineOptions;
+using sluice::RunReport;
+
+namespace sluice::test {
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+// The note a learning run leaves, or "" when it left none.
+std::string adapt_note(const RunReport& report) {
+  for (const std::string& note : report.notes)
+    if (note.find("adapt_chunks") != std::string::npos) return note;
+  return {};
+}
+
+}  // namespace
+
+TEST_P(PipelineTest, KernelsSlowerThanTheCopiesRampTheChunksOfLaterRuns) {
+  // 8 MiB of floats: the usual plan is six equal chunks. Each chunk's compute
+  // takes 3 ms, far longer than copying it on either backend.
+  const std::size_t n = 8 * MiB / sizeof(float);
+  auto in = backend().pinned<float>(n), out = backend().pinned<float>(n);
+  const auto values = pattern(n);
+  std::copy(values.begin(), values.end(), in.begin());
+  Pipeline p = pipeline();
+  const auto x = p.input(in.span());
+  const auto y = p.output(out.span());
+  auto slow = [x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 3000, c[x].data(), c[y].data(), 2, 1); };
+  p.compute(slow);
+
+  std::vector<RunReport> reports;
+  for (int run = 0; run < 3; ++run) {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    reports.push_back(p.run());
+    EXPECT_TRUE(is_affine(values, out.span())) << "run " << run;
+  }
+  const std::string learnt = adapt_note(reports[0]);
+  ASSERT_FALSE(learnt.empty()) << "the first run said nothing of its chunks";
+  EXPECT_NE(learnt.find("512 KiB"), std::string::npos) << learnt;
+  EXPECT_GT(reports[0].volume.kernel_ms, 0.0) << "the learning run's stages were not timed";
+  // Later runs: the ramp (a first chunk of 512 KiB) in more chunks, and no more learning.
+  for (int run : {1, 2}) {
+    EXPECT_GT(reports[run].chunk_count, reports[0].chunk_count) << "run " << run;
+    EXPECT_EQ(reports[run].chunk_count, reports[1].chunk_count);
+    EXPECT_TRUE(adapt_note(reports[run]).empty()) << adapt_note(reports[run]);
+    EXPECT_EQ(reports[run].volume.kernel_ms, 0.0) << "run " << run << " was timed: only the first learns";
+  }
+
+  // A new callable is new work: the pipeline forgets, and learns again.
+  p.compute(slow);
+  std::fill(out.begin(), out.end(), std::nanf(""));
+  const RunReport again = p.run();
+  EXPECT_TRUE(is_affine(values, out.span()));
+  EXPECT_EQ(again.chunk_count, reports[0].chunk_count);
+  EXPECT_FALSE(adapt_note(again).empty());
+}
+
+TEST_P(PipelineTest, ChunksSetByTheCallerOrAdaptingTurnedOffNeverChange) {
+  const std::size_t n = 8 * MiB / sizeof(float);
+  auto in = backend().pinned<float>(n), out = backend().pinned<float>(n);
+  const auto values = pattern(n);
+  std::copy(values.begin(), values.end(), in.begin());
+  PipelineOptions set_size, turned_off;
+  set_size.chunk_items = n / 4;
+  turned_off.adapt_chunks = false;
+  for (const PipelineOptions& o : {set_size, turned_off}) {
+    Pipeline p = pipeline(o);
+    const auto x = p.input(in.span());
+    const auto y = p.output(out.span());
+    p.compute([x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 3000, c[x].data(), c[y].data(), 2, 1); });
+    const RunReport first = p.run();
+    const RunReport second = p.run();
+    EXPECT_TRUE(is_affine(values, out.span()));
+    EXPECT_EQ(second.chunk_count, first.chunk_count) << "chunk_items " << o.chunk_items;
+    EXPECT_TRUE(adapt_note(first).empty()) << adapt_note(first);
+    EXPECT_EQ(first.volume.kernel_ms, 0.0) << "a run that learns nothing times nothing";
+  }
+}
+
+}  // namespace sluice::test
