@@ -15,7 +15,8 @@ std::vector<PipelineOptions> sweep_settings(std::size_t items, std::size_t item_
   // small to fill the SMs alone run side by side.
   if (bytes <= 32 * MiB)
     for (std::size_t chunk : {256 * 1024, 512 * 1024})
-      for (std::size_t depth : {4, 8})
+      for (std::size_t depth : {4, 8}) {
+        if (chunk >= bytes) continue;  // one chunk of all the data is no pipeline
         for (unsigned streams : {0u, 4u}) {
           if (streams > 0 && order != KernelOrder::independent) continue;
           PipelineOptions o;
@@ -25,6 +26,7 @@ std::vector<PipelineOptions> sweep_settings(std::size_t items, std::size_t item_
           o.compute_streams = streams;
           settings.push_back(o);
         }
+      }
   std::vector<std::size_t> depths = large ? std::vector<std::size_t>{3, 4} : std::vector<std::size_t>{2, 3, 4, 6};
   for (std::size_t chunk = MiB; chunk <= 64 * MiB; chunk *= 2) {
     const std::size_t chunk_items = std::max<std::size_t>(1, chunk / item_bytes);

@@ -42,7 +42,20 @@ std::size_t MultiPipeline::add(const void* data, std::size_t items, std::size_t 
 
 MultiPipeline& MultiPipeline::compute(std::function<void(const Chunk&, std::size_t)> fn) {
   *fn_ = std::move(fn);
+  // Each part is told of the new callable too: new work, whose chunks it learns again (adapt_chunks).
+  for (std::size_t p = 0; p < parts_.size(); ++p) parts_[p]->compute(part_compute(p));
   return *this;
+}
+
+// The caller's handles belong to this MultiPipeline: the chunk is shown to
+// it under this pipeline's identity, with global item numbers.
+ComputeFn MultiPipeline::part_compute(std::size_t p) const {
+  return [fn = fn_, offset = offsets_[p], generation = generation_, p](const Chunk& c) {
+    Chunk global = c;
+    global.items = {c.items.begin + *offset, c.items.end + *offset};
+    global.generation_ = generation;
+    (*fn)(global, p);
+  };
 }
 
 void MultiPipeline::set_weights(std::vector<double> weights) {
@@ -88,18 +101,10 @@ MultiReport MultiPipeline::run() {
       if (o.staging_threads == 0)
         o.staging_threads = std::max(1u, StagingPool::default_thread_count() / static_cast<unsigned>(part_count()));
       std::unique_ptr<Pipeline> pipeline = make_part_(p, o);
-      auto offset = std::make_shared<std::size_t>(0);
       for (const auto& s : spans_) PipelineAccess::add_host(*pipeline, s.data, 0, s.item_bytes, s.role);
-      // The caller's handles belong to this MultiPipeline: the chunk is shown
-      // to it under this pipeline's identity, with global item numbers.
-      pipeline->compute([fn = fn_, offset, generation = generation_, p](const Chunk& c) {
-        Chunk global = c;
-        global.items = {c.items.begin + *offset, c.items.end + *offset};
-        global.generation_ = generation;
-        (*fn)(global, p);
-      });
+      offsets_.push_back(std::make_shared<std::size_t>(0));
+      pipeline->compute(part_compute(p));
       parts_.push_back(std::move(pipeline));
-      offsets_.push_back(offset);
     }
   if (!same) {
     for (std::size_t p = 0; p < parts_.size(); ++p) {

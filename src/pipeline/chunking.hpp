@@ -6,9 +6,10 @@
 // drain (the first copy in and the last copy out run alone), more chunks pay
 // more fixed costs (an event wait, a launch, a gap of a few microseconds
 // between copies); the square root balances the two. Data of 2 MiB or less
-// is one chunk: below that, splitting costs more than it overlaps.
+// is one chunk: below that, splitting costs more than it overlaps (unless the
+// kernels dominate, below).
 //
-// No ramp by default: with both copy directions busy, a chunk that doubles
+// No ramp for work whose copies decide: with both copy directions busy, a chunk that doubles
 // the last one keeps the D2H waiting for its H2D, so the fill is no shorter
 // than with equal chunks, and `sluice tune` on the H200 (final rounds) put
 // equal chunks ahead on copy-bound work (copy 256 MiB: 8 MiB chunks 5.71 ms,

@@ -2,7 +2,10 @@
 // failure is recorded (run.hpp says who does what).
 #include "run.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "sluice/core/byte_size.hpp"
 
 namespace sluice::detail {
 
@@ -21,9 +24,24 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   if (replayed)
     if (const std::string why = cannot_replay(); !why.empty())
       throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
-  // A replayed run's callable is called at capture only: it keeps the usual chunks, and learns nothing.
-  const bool adapts = options.adapt_chunks && options.chunk_items == 0 && !replayed;
-  learning_ = adapts && !core_.kernel_bound().has_value();
+  // Chunks the pipeline may adapt: sizes left to it, no ramp asked for or
+  // refused; a replayed run's callable is called at capture only, so it keeps
+  // the usual chunks and learns nothing.
+  const bool adapts = options.adapt_chunks && options.chunk_items == 0 && options.first_chunk_items == 0 &&
+                      options.ramp && !replayed;
+  if (adapts && !core_.kernel_bound().has_value()) {
+    // Learnt only where the answer changes the chunks: not where the host
+    // copies both ways (a staged run), nor for data too small to ramp.
+    const Schedule kernel_bound = plan_schedule(options, shapes, spans.item_count(), caller.has_value(), true);
+    const Schedule usual = plan_schedule(options, shapes, spans.item_count(), caller.has_value(), false);
+    learning_ = kernel_bound.chunk_count() != usual.chunk_count() ||
+                (kernel_bound.chunk_count() > 0 && kernel_bound.plan().chunk(0) != usual.plan().chunk(0));
+    std::size_t widest = 1;
+    for (const SpanShape& shape : shapes) widest = std::max(widest, shape.item_bytes);
+    if (learning_)
+      learnt_plan_ = std::to_string(kernel_bound.chunk_count()) + " chunks, the first and last of " +
+                     format_bytes(kernel_bound.plan().chunk(0).size() * widest);
+  }
   schedule_.emplace(plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value(),
                                   adapts && core_.kernel_bound().value_or(false)));
   const Schedule& s = *schedule_;
@@ -40,6 +58,7 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   }
 
   stage_in_jobs_.assign(s.ring_size(Ring::pinned_in), std::vector<StagingPool::Ticket>(spans.size()));
+  if (learning_) compute_enqueue_ms_.assign(s.chunk_count(), 0.0);
   chunk_slots_.resize(spans.size());
   if (options.record)
     for (std::size_t i = 0; i < s.ring_size(Ring::pinned_in); ++i) stage_in_times_.push_back(std::make_unique<HostSpan>());

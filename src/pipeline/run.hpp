@@ -113,8 +113,11 @@ class Run {
   std::optional<StreamView> caller_;
   Mode mode_ = Mode::threads;
   bool timed_ = false;  // stage marks record time (record, report_bound, or a run that learns)
-  // This run times its stages to learn whether the kernels dominate (PipelineOptions::adapt_chunks).
+  // This run times its stages to learn whether the kernels dominate
+  // (PipelineOptions::adapt_chunks); learnt_plan_ says what later runs cut if they do.
   bool learning_ = false;
+  std::string learnt_plan_;
+  std::vector<double> compute_enqueue_ms_;  // [chunk] the host's time in the compute callable, when learning
   std::vector<std::string> notes_;
   std::optional<Schedule> schedule_;
   SlotRings::Allocated allocated_;

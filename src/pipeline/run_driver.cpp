@@ -97,7 +97,12 @@ void Run::submit(const Op& op) {
             copy_direct(op, span, device, true);
         }
         break;
-      case Stage::compute: run_compute(op); break;
+      case Stage::compute: {
+        const auto launch = learning_ ? Clock::now() : Clock::time_point{};
+        run_compute(op);
+        if (learning_) compute_enqueue_ms_[c] = std::chrono::duration<double, std::milli>(Clock::now() - launch).count();
+        break;
+      }
       case Stage::d2h:
         for (std::size_t k = 0; k < spans.size() && op.items.size() > 0; ++k) {
           const SpanRecord& span = spans[k];

@@ -33,6 +33,13 @@ template <typename In, typename Out>
   return ::testing::AssertionSuccess();
 }
 
+// The note a run that learnt its chunks leaves (PipelineOptions::adapt_chunks), or "" when it left none.
+inline std::string adapt_note(const RunReport& report) {
+  for (const std::string& note : report.notes)
+    if (note.find("adapt_chunks") != std::string::npos) return note;
+  return {};
+}
+
 // A backend, by name: the parameter of every suite here.
 struct BackendKind {
   const char* name;

@@ -87,6 +87,8 @@ class MultiPipeline {
   std::size_t part_count() const { return devices_.size(); }
   std::vector<int> devices_;  // -1 for a part on a host executor
   PipelineOptions options_;
+  // Part p's compute callable: the caller's, through fn_, with global item numbers.
+  ComputeFn part_compute(std::size_t p) const;
   // Makes part p's pipeline with these options (on its GPU or its host executor).
   std::function<std::unique_ptr<Pipeline>(std::size_t part, const PipelineOptions&)> make_part_;
   std::vector<Span> spans_;

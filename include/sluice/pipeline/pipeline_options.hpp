@@ -49,20 +49,25 @@ struct PipelineOptions {
   // The GPU to run on; unset, the device current when the pipeline is built.
   // The caller's current device is left as it was by every call.
   std::optional<int> device;
-  // Items in the largest chunk; 0 picks sizes from the data, and from whether
-  // the host copies it through the slots both ways this run (default_chunking).
+  // Items in the largest chunk; 0 picks sizes from the data, from whether the
+  // host copies it through the slots both ways this run (default_chunking),
+  // and from what the first run learnt of the kernels (adapt_chunks).
   // A size set here cuts every chunk that size, unless first_chunk_items is set too.
   std::size_t chunk_items = 0;
-  // With chunk_items 0: the first run times its stages, and when its kernels
-  // took longer than its copies, later runs start and end with 512 KiB
-  // chunks ramping up to the usual size, so the SMs wait less for the first
-  // chunk in and the last chunk out (src/pipeline/chunking.hpp says what it
-  // gains). The run that learns says so in its notes; a new compute callable
-  // learns again. Replayed pipelines (Replay::graph) keep the usual sizes.
+  // With chunk_items and first_chunk_items 0 and ramp on: the first run whose
+  // chunks the answer would change times its stages (a few microseconds per
+  // chunk, that run only), and when its kernels took a quarter longer than
+  // its copies, later runs start and end with 512 KiB chunks ramping up to
+  // the usual size, so the SMs wait less for the first chunk in and the last
+  // chunk out (src/pipeline/chunking.hpp says what it gains). The run that
+  // learns says so in its notes; a new compute callable learns again, a
+  // rebind() keeps what was learnt. Replayed pipelines (Replay::graph) and
+  // runs the host copies both ways (staged) keep the usual sizes.
   bool adapt_chunks = true;
   // When set, the first and last chunks ramp up from this size by doubling
   // to chunk_items (and back down at the end), so the first kernel starts
-  // sooner; 0: no ramp (src/pipeline/chunking.hpp says why that is the default).
+  // sooner; 0: no ramp unless the kernels dominate (adapt_chunks;
+  // src/pipeline/chunking.hpp says why).
   // `ramp = false` cuts every chunk the same size whatever is set here.
   std::size_t first_chunk_items = 0;
   bool ramp = true;

@@ -20,7 +20,8 @@ struct RunReport {
   std::size_t depth = 0;
   unsigned compute_streams = 1;
   // Bytes through each engine. kernel_ms is the union of the run's compute
-  // intervals when they were timed (record or report_bound), else 0.
+  // intervals when they were timed (record, report_bound, or the run that
+  // learnt its chunks: PipelineOptions::adapt_chunks), else 0.
   RunVolume volume;
   double wall_ms = 0;                    // first enqueue to last output in host memory
   std::vector<StageInterval> intervals;  // empty unless recording was on
@@ -30,8 +31,8 @@ struct RunReport {
   // kept from earlier runs were large enough): why a first run is slower.
   std::size_t device_bytes_allocated = 0;
   std::size_t pinned_bytes_allocated = 0;
-  // The run's fixed costs, filled when its stages were timed (record or
-  // report_bound), else 0: from run() (or submit()) being called to the
+  // The run's fixed costs, filled when its stages were timed (as kernel_ms
+  // is), else 0: from run() (or submit()) being called to the
   // first copy starting on the device, from the last copy ending to run()
   // (or wait()) returning, and the host's time to enqueue one chunk.
   struct Overhead {
