@@ -29,22 +29,22 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   // the usual chunks and learns nothing.
   const bool adapts = options.adapt_chunks && options.chunk_items == 0 && options.first_chunk_items == 0 &&
                       options.ramp && !replayed;
-  if (adapts && !core_.kernel_bound().has_value()) {
+  const bool unlearnt = adapts && !core_.kernel_bound().has_value();
+  schedule_.emplace(plan_schedule(options, unlearnt ? shapes : std::move(shapes), spans.item_count(),
+                                  caller.has_value(), adapts && core_.kernel_bound().value_or(false)));
+  const Schedule& s = *schedule_;
+  if (unlearnt) {
     // Learnt only where the answer changes the chunks: not where the host
     // copies both ways (a staged run), nor for data too small to ramp.
-    const Schedule kernel_bound = plan_schedule(options, shapes, spans.item_count(), caller.has_value(), true);
-    const Schedule usual = plan_schedule(options, shapes, spans.item_count(), caller.has_value(), false);
-    learning_ = kernel_bound.chunk_count() != usual.chunk_count() ||
-                (kernel_bound.chunk_count() > 0 && kernel_bound.plan().chunk(0) != usual.plan().chunk(0));
     std::size_t widest = 1;
     for (const SpanShape& shape : shapes) widest = std::max(widest, shape.item_bytes);
+    const Schedule kernel_bound = plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value(), true);
+    learning_ = kernel_bound.chunk_count() != s.chunk_count() ||
+                (kernel_bound.chunk_count() > 0 && kernel_bound.plan().chunk(0) != s.plan().chunk(0));
     if (learning_)
       learnt_plan_ = std::to_string(kernel_bound.chunk_count()) + " chunks, the first and last of " +
                      format_bytes(kernel_bound.plan().chunk(0).size() * widest);
   }
-  schedule_.emplace(plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value(),
-                                  adapts && core_.kernel_bound().value_or(false)));
-  const Schedule& s = *schedule_;
   allocated_ = core_.rings().prepare(s, exec_);
   // A replayed run is timed as a whole, not stage by stage.
   timed_ = (options.record || options.report_bound || learning_) && !replayed;

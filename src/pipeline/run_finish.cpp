@@ -1,8 +1,9 @@
 // The end of a run: everything it started is waited for, sinks commit (or
 // are abandoned, leaving the previous output as it was), and the caller gets
 // the report or the failure, said in full.
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <stdexcept>
 
 #include "chunking.hpp"
@@ -25,12 +26,6 @@ double union_ms(std::vector<StageInterval> intervals, Lane lane) {
     end = std::max(end, i.end_ms);
   }
   return total;
-}
-
-std::string fmt_ms(double ms) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3f", ms);
-  return text;
 }
 
 std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
@@ -87,10 +82,10 @@ std::string Run::learn_from_intervals() {
                out = union_ms(drain_intervals_, Lane::d2h);
   const bool bound = kernels_dominate(kernel, in, out);
   core_.set_kernel_bound(bound);
-  return "chunk sizes (adapt_chunks): the kernels took " + fmt_ms(kernel) + " ms, the copies " + fmt_ms(in) +
-         " ms in and " + fmt_ms(out) + " ms out: " +
-         (bound ? "the kernels decide, so later runs cut " + learnt_plan_ + ", and the kernels wait less for them"
-                : "the kernels do not take a quarter longer than the copies, and later runs keep these chunks");
+  return fmt::format("chunk sizes (adapt_chunks): the kernels took {:.3f} ms, the copies {:.3f} ms in and {:.3f} ms out: {}",
+                     kernel, in, out,
+                     bound ? "the kernels decide, so later runs cut " + learnt_plan_ + ", and the kernels wait less for them"
+                           : "the kernels do not take a quarter longer than the copies, and later runs keep these chunks");
 }
 
 RunReport Run::finish() {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "gpu_pipeline_test.hpp"
 #include "sluice/core/error.hpp"
@@ -20,28 +21,42 @@ using sluice::RunReport;
 using namespace sluice::test;
 
 namespace {
+
 constexpr std::size_t MiB = std::size_t{1} << 20;
+
+// `mib` MiB of floats: the pattern, pinned in, and a pinned output; a
+// pipeline's spans over the two.
+struct PinnedCase {
+  explicit PinnedCase(std::size_t mib) : in(pattern(mib * MiB / sizeof(float))), pin_in(in.size()), pin_out(in.size()) {
+    std::copy(in.begin(), in.end(), pin_in.begin());
+    x = p.input(pin_in.span());
+    y = p.output(pin_out.span());
+  }
+  void poison() { std::fill(pin_out.begin(), pin_out.end(), std::nanf("")); }
+
+  std::vector<float> in;
+  sluice::PinnedBuffer<float> pin_in, pin_out;
+  Pipeline p;
+  sluice::SpanHandle<const float> x;
+  sluice::SpanHandle<float> y;
+};
+
 }  // namespace
 
 TEST_F(GpuPipelineTest, CopyBoundWorkKeepsItsChunks) {
-  const std::size_t n = 16 * MiB / sizeof(float);
-  const auto in = pattern(n);
-  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
-  std::copy(in.begin(), in.end(), pin_in.begin());
-  Pipeline p;
-  const auto x = p.input(pin_in.span());
-  const auto y = p.output(pin_out.span());
-  p.compute([x, y](const Chunk& c) {
+  PinnedCase t(16);
+  Pipeline& p = t.p;
+  p.compute([x = t.x, y = t.y](const Chunk& c) {
     SLUICE_CUDA_CHECK(cudaMemcpyAsync(c[y].data(), c[x].data(), c.size() * sizeof(float), cudaMemcpyDeviceToDevice,
                                       c.stream.get()));
   });
-  auto is_copy = [&] { return std::equal(in.begin(), in.end(), pin_out.begin()); };
-  std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
+  auto is_copy = [&] { return std::equal(t.in.begin(), t.in.end(), t.pin_out.begin()); };
+  t.poison();
   const RunReport first = p.run();
   ASSERT_TRUE(is_copy());
   const std::string note = adapt_note(first);
   EXPECT_NE(note.find("later runs keep these chunks"), std::string::npos) << note;
-  std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
+  t.poison();
   const RunReport second = p.run();
   ASSERT_TRUE(is_copy());
   EXPECT_EQ(second.chunk_count, first.chunk_count);
@@ -51,25 +66,20 @@ TEST_F(GpuPipelineTest, CopyBoundWorkKeepsItsChunks) {
 
 TEST_F(GpuPipelineTest, AReplayedPipelineKeepsTheUsualChunks) {
   // Kernels far slower than the copies, which an ordinary run would learn from.
-  const std::size_t n = 8 * MiB / sizeof(float);
-  const auto in = pattern(n);
-  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
-  std::copy(in.begin(), in.end(), pin_in.begin());
-  Pipeline p;
-  const auto x = p.input(pin_in.span());
-  const auto y = p.output(pin_out.span());
+  PinnedCase t(8);
+  Pipeline& p = t.p;
   std::atomic<std::size_t> calls{0};
   p.compute(
-      [&calls, x, y](const Chunk& c) {
+      [&calls, x = t.x, y = t.y](const Chunk& c) {
         ++calls;
         launch_late_affine(c.stream, 500, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
       },
       Replay::graph);
   std::size_t chunks = 0;
   for (int run = 0; run < 3; ++run) {
-    std::fill(pin_out.begin(), pin_out.end(), std::nanf(""));
+    t.poison();
     const RunReport report = p.run();
-    ASSERT_TRUE(is_affine(in, pin_out.span())) << "run " << run;
+    ASSERT_TRUE(is_affine(t.in, t.pin_out.span())) << "run " << run;
     if (run == 0) chunks = report.chunk_count;
     EXPECT_EQ(report.chunk_count, chunks) << "run " << run;
     EXPECT_TRUE(adapt_note(report).empty()) << adapt_note(report);
