@@ -44,6 +44,16 @@ std::string describe(const PipelineOptions& o, std::size_t item_bytes) {
 }
 constexpr std::size_t finalist_count = 3;
 
+Pipeline make_setting(workloads::Problem& problem, const PipelineOptions& setting, const TuneOptions& o) {
+  Pipeline p = std::move(
+      workloads::make_workload_pipeline(problem, run_options(setting), o.replayed ? Replay::graph : Replay::none).pipeline);
+  // A replayed pipeline's captures, untimed: the first run's, and where it
+  // learnt its chunks (adapt_chunks), the second's.
+  if (o.replayed)
+    for (int capture = 0; capture < 2; ++capture) p.run();
+  return p;
+}
+
 // The defaults (twice: two pipelines of one setting, to show the noise) and
 // the sweep's fastest few again, each once per round, through the same
 // function and the same rounds as the bench's pinned rows.
@@ -52,7 +62,7 @@ std::vector<TunePoint> final_rounds(workloads::Problem& problem, const std::vect
   for (std::size_t k = 0; k < std::min(finalist_count, sweep.size()); ++k) points.push_back(sweep[k]);
   std::vector<Pipeline> pipelines;
   std::vector<workloads::Contender> contenders;
-  for (auto& point : points) pipelines.push_back(workloads::make_pipeline(problem, run_options(point.options)));
+  for (auto& point : points) pipelines.push_back(make_setting(problem, point.options, o));
   for (std::size_t k = 0; k < points.size(); ++k)
     contenders.push_back({points[k].label, &problem, RowKind::sluice, [&pipelines, k] { pipelines[k].run(); }});
   const auto rows = workloads::measure_in_rounds(contenders, rounds_for(problem.items() * sizeof(float), o.final_repeats));
@@ -79,8 +89,9 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       c.bytes = bytes;
       c.bound_ms = b.ms;
       c.bound_term = b.limiter;
+      c.replayed = o.replayed;
       auto measure = [&](const PipelineOptions& options, const std::string& label) {
-        Pipeline p = workloads::make_pipeline(problem, run_options(options));
+        Pipeline p = make_setting(problem, options, o);
         auto row = workloads::measure_row(label, problem, true, o.repeats, [&] { p.run(); });
         if (progress)
           progress(fmt::format("{} {} {}: {:.3f} ms{}", c.workload, format_bytes(bytes), label, row.ms.median,
@@ -103,6 +114,10 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       std::erase_if(c.finalists,
                     [](const TunePoint& f) { return f.label == defaults_label || f.label == defaults_again_label; });
       std::sort(c.finalists.begin(), c.finalists.end(), fastest_first);
+      if (o.replayed) {  // the model plays run(): no prediction for a replay
+        cases.push_back(std::move(c));
+        continue;
+      }
       ModelInput base;
       base.options = run_options({});
       // Staged runs at the staging rate they see beside their own copies, as in the bench.

@@ -21,6 +21,10 @@ struct TuneOptions {
   // pinned", so the two tools' figures for them can be set side by side.
   int final_repeats = 5;
   bool pageable = false;  // sweep pageable (staged) spans instead of pinned
+  // Sweep replayed pipelines (Replay::graph): captured once, then launched
+  // as one graph, with no host work per chunk. The model plays run(), not a
+  // replay, so a replayed sweep has no model column.
+  bool replayed = false;
 };
 
 std::vector<TuneCase> run_tune(const TuneOptions& options, const std::function<void(const std::string&)>& progress);

@@ -70,8 +70,9 @@ std::string tune_text(const std::vector<TuneCase>& cases) {
     const TunePoint& best = c.best();
     summary.add_row({c.workload, format_bytes(c.bytes), ms_with_spread(c.defaults), ms_with_spread(c.defaults_again),
                      ms_with_spread(best.row), best.label,
-                     fmt::format("{:+.1f}%", 100.0 * (c.defaults.ms.median / best.row.ms.median - 1)), c.model_label,
-                     fmt::format("{:.3f}", c.model_pick_ms), fmt::format("{:.3f}", c.bound_ms), c.bound_term,
+                     fmt::format("{:+.1f}%", 100.0 * (c.defaults.ms.median / best.row.ms.median - 1)),
+                     c.replayed ? "not modelled (replayed)" : c.model_label,
+                     c.replayed ? "-" : fmt::format("{:.3f}", c.model_pick_ms), fmt::format("{:.3f}", c.bound_ms), c.bound_term,
                      c.all_verified() ? "yes" : "NO"});
   }
   out += summary.render();
@@ -80,6 +81,7 @@ std::string tune_text(const std::vector<TuneCase>& cases) {
          "as `sluice bench` measures its rows. IQR: the middle half of the runs, over the median.\n";
   tools::TextTable model({"workload", "size", "settings", "model within 10%", "median |error|", "worst error"});
   for (const auto& c : cases) {
+    if (c.replayed) continue;
     const ModelErrors e = model_errors(c);
     model.add_row({c.workload, format_bytes(c.bytes), std::to_string(e.count),
                    fmt::format("{} of {}", e.within_10_percent, e.count), fmt::format("{:.1f}%", 100 * e.median_abs),
@@ -93,7 +95,8 @@ std::string tune_text(const std::vector<TuneCase>& cases) {
       table.add_row({p.label, fmt::format("{:.3f}", p.row.ms.median),
                      fmt::format("{:.1f}%", 100 * relative_spread(p.row)),
                      fmt::format("{:.3f}", p.row.ms.median / c.sweep.front().row.ms.median),
-                     fmt::format("{:.3f}", p.model_ms), fmt::format("{:+.0f}%", 100 * (p.model_ms / p.row.ms.median - 1)),
+                     c.replayed ? "-" : fmt::format("{:.3f}", p.model_ms),
+                     c.replayed ? "-" : fmt::format("{:+.0f}%", 100 * (p.model_ms / p.row.ms.median - 1)),
                      p.row.verified ? "yes" : "NO"});
     out += table.render();
   }
@@ -123,6 +126,7 @@ std::string tune_json(const std::vector<TuneCase>& cases, int indent) {
                    {"bytes", c.bytes},
                    {"bound_ms", c.bound_ms},
                    {"bound_term", c.bound_term},
+                   {"replayed", c.replayed},
                    {"defaults", row_json(c.defaults)},
                    {"defaults_again", row_json(c.defaults_again)},
                    {"finalists", finalists},

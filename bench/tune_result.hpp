@@ -21,6 +21,7 @@ struct TuneCase {
   std::size_t bytes = 0;
   double bound_ms = 0;
   std::string bound_term;
+  bool replayed = false;  // replayed pipelines were swept: no model predictions
   // The defaults, and a second pipeline of the same defaults, from the final
   // rounds: how far apart two pipelines of one setting read in one call.
   workloads::MeasuredRow defaults, defaults_again;
@@ -29,7 +30,7 @@ struct TuneCase {
   // defaults (the fastest of many noisy medians is flattered by chance):
   // fastest first.
   std::vector<TunePoint> finalists;
-  std::string model_label;       // the model's pick, measured in the sweep
+  std::string model_label;       // the model's pick, measured in the sweep; empty for a replayed sweep
   double model_pick_ms = 0;
 
   // The fastest setting: of the finalists, or of the sweep without them.

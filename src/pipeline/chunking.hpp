@@ -34,6 +34,26 @@
 // PipelineOptions::adapt_chunks times the first run's stages, and where the
 // kernels dominate, later runs ramp up from 512 KiB to the usual chunk.
 //
+// A replayed run (Replay::graph) has no host work per chunk, so its ramp
+// starts at a sixteenth of the chunk (64 KiB at least). `sluice tune
+// --replayed` on the H200, ms, replayed runs:
+//
+//                       defaults   ramp from 1/16 of the chunk   best of the sweep
+//   sincos100  4 MiB     0.269      0.242 (1 MiB from 64 KiB)     0.231 (256 KiB chunks, depth 8, 4 streams)
+//   sincos200  4 MiB     0.457      0.424                         0.403 (2 MiB from 128 KiB)
+//   sincos100 16 MiB     0.828      0.784 (2 MiB from 128 KiB)    0.742 (256 KiB chunks, depth 8, 4 streams)
+//   sincos200 16 MiB     1.501      1.407                         1.407 (the same)
+//   sincos100 64 MiB     2.935      2.823 (4 MiB from 256 KiB)    2.784 (1 MiB from 64 KiB, depth 6)
+//   sincos200 64 MiB     5.619      5.443                         5.443 (the same)
+//
+// (defaults from the final rounds, the rest from the sweep; depth 4 but
+// where said.) Smaller equal chunks, deeper rings and more compute streams
+// win at 4-16 MiB, but only where the caller's kernels may overlap and at
+// the cost of more slots: the ramp keeps the caller's depth and streams.
+// Copy-bound work gained nothing there from smaller chunks (copy 4 MiB: 1
+// MiB chunks, the defaults, were the best), so a replayed pipeline learns
+// too: its first run is captured with a timing mark around every stage.
+//
 // A run whose host copies data through the pinned slots both ways (staged
 // spans, sources and sinks, in and out) uses 4 MiB chunks where the data
 // allows eight chunks or more, with six stage-in slots (schedule.hpp).
@@ -78,16 +98,17 @@ bool kernels_dominate(double kernel_ms, double h2d_ms, double d2h_ms);
 // `host_copies_both_ways`: the host copies the run's data through the pinned
 // slots on the way in and on the way out. `kernel_bound`: the kernels are
 // known to take longer than the copies (kernels_dominate): the chunks then
-// ramp up from 512 KiB (never for a run the host copies both ways, where the
-// host is what the run waits on).
+// ramp up from 512 KiB, or from a sixteenth of the chunk for a `replayed`
+// run (never for a run the host copies both ways, where the host is what
+// the run waits on).
 Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, bool host_copies_both_ways = false,
-                          bool kernel_bound = false);
+                          bool kernel_bound = false, bool replayed = false);
 
 // The plan a pipeline with these options cuts `item_count` items into. A
 // chunk size set in the options means chunks of that size, ramped only when
 // first_chunk_items is set too; `kernel_bound` counts only where the options
 // leave the chunk size to the pipeline and let it adapt.
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
-                      bool host_copies_both_ways = false, bool kernel_bound = false);
+                      bool host_copies_both_ways = false, bool kernel_bound = false, bool replayed = false);
 
 }  // namespace sluice

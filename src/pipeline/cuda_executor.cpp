@@ -178,12 +178,14 @@ class CudaExecutor final : public Executor {
       for (std::size_t i = 0; i < sets; ++i) events_.emplace_back(timing);
       timed_ = timed;
     }
+    chunk_count_ = schedule.chunk_count();
   }
 
   std::unique_ptr<ThreadBinding> bind_thread() override { return std::make_unique<Binding>(device_); }
 
   void begin_run(std::optional<StreamView> caller, bool align_clocks) override {
     finish_recorded_ = false;
+    marked_ = false;
     if (caller) caller_ready_.record(*caller);
     // The origin is a timing event, and recording one costs the host a few
     // microseconds before the first copy (2.6 us on the H200, where an event
@@ -210,7 +212,11 @@ class CudaExecutor final : public Executor {
     range.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
     range.payload.ullValue = op.ref.chunk;
     nvtxRangePushEx(&range);
-    if (timed_) start(op.ref).record(lane(op));
+    if (!timed_) return;
+    if (capturing_)
+      record_mark(op, false);
+    else
+      start(op.ref).record(lane(op));
   }
 
   void copy(const Op& op, void* to, const void* from, std::size_t bytes) override {
@@ -229,6 +235,7 @@ class CudaExecutor final : public Executor {
 
   void end(const Op& op) override {
     done(op.ref).record(lane(op));
+    if (timed_ && capturing_) record_mark(op, true);
     nvtxRangePop();
   }
 
@@ -248,6 +255,8 @@ class CudaExecutor final : public Executor {
   }
 
   OpTimes times(OpRef op) override {
+    if (marked_) return {static_cast<double>(elapsed_ms(origin_, mark(op, false))),
+                         static_cast<double>(elapsed_ms(origin_, mark(op, true)))};
     return {static_cast<double>(elapsed_ms(origin_, start(op))), static_cast<double>(elapsed_ms(origin_, done(op)))};
   }
   double run_ms() override { return origin_marked_ ? elapsed_ms(origin_, finish_) : 0.0; }
@@ -281,6 +290,14 @@ class CudaExecutor final : public Executor {
   std::string cannot_replay() const override { return {}; }
 
   void begin_capture() override {
+    // A timed capture (a replayed run that learns its chunks) marks every
+    // stage of every chunk with events of its own: the graph's nodes record
+    // them, and every mark is read once the replay is done.
+    marked_ = timed_;
+    if (marked_ && marks_.size() < 6 * chunk_count_) {
+      const DeviceScope scope(device_);
+      while (marks_.size() < 6 * chunk_count_) marks_.emplace_back(Event::Timing::enabled);
+    }
     // Thread-local: only the driver's own calls are held to what a capture
     // allows; other threads of the process carry on as they are.
     SLUICE_CUDA_CHECK(cudaStreamBeginCapture(h2d_.get(), cudaStreamCaptureModeThreadLocal));
@@ -370,6 +387,11 @@ class CudaExecutor final : public Executor {
     }
   }
   Event& done(OpRef op) { return events_[op.chunk % events_.size()].done[lane_index(op.stage)]; }
+  Event& mark(OpRef op, bool end) { return marks_[(op.chunk * 3 + lane_index(op.stage)) * 2 + (end ? 1 : 0)]; }
+  // Captured as an event record node: recorded each time the graph runs.
+  void record_mark(const Op& op, bool end) {
+    SLUICE_CUDA_CHECK(cudaEventRecordWithFlags(mark(op.ref, end).get(), lane(op).get(), cudaEventRecordExternal));
+  }
   Event& start(OpRef op) { return events_[op.chunk % events_.size()].start[lane_index(op.stage)]; }
 
   static OpStatus status_of(OpRef op, cudaError_t code) {
@@ -396,6 +418,9 @@ class CudaExecutor final : public Executor {
   bool origin_marked_ = false;    // this run recorded its origin: run_ms() is the device's
   std::vector<Event> joins_;  // where a capture's streams join back
   bool capturing_ = false;
+  std::size_t chunk_count_ = 0;  // of the schedule last prepared
+  std::vector<Event> marks_;     // a timed capture's marks: [(chunk * 3 + lane) * 2 + end]
+  bool marked_ = false;          // the captured run carries them: times() reads them
   cudaGraph_t graph_ = nullptr;         // the last capture
   cudaGraphExec_t exec_ = nullptr;      // what replay() launches
 };

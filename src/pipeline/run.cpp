@@ -25,20 +25,21 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
     if (const std::string why = cannot_replay(); !why.empty())
       throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
   // Chunks the pipeline may adapt: sizes left to it, no ramp asked for or
-  // refused; a replayed run's callable is called at capture only, so it keeps
-  // the usual chunks and learns nothing.
-  const bool adapts = options.adapt_chunks && options.chunk_items == 0 && options.first_chunk_items == 0 &&
-                      options.ramp && !replayed;
+  // refused. A replayed pipeline learns from its first run too: that run is
+  // captured with a timing mark around every stage.
+  const bool adapts =
+      options.adapt_chunks && options.chunk_items == 0 && options.first_chunk_items == 0 && options.ramp;
   const bool unlearnt = adapts && !core_.kernel_bound().has_value();
   schedule_.emplace(plan_schedule(options, unlearnt ? shapes : std::move(shapes), spans.item_count(),
-                                  caller.has_value(), adapts && core_.kernel_bound().value_or(false)));
+                                  caller.has_value(), adapts && core_.kernel_bound().value_or(false), replayed));
   const Schedule& s = *schedule_;
   if (unlearnt) {
     // Learnt only where the answer changes the chunks: not where the host
     // copies both ways (a staged run), nor for data too small to ramp.
     std::size_t widest = 1;
     for (const SpanShape& shape : shapes) widest = std::max(widest, shape.item_bytes);
-    const Schedule kernel_bound = plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value(), true);
+    const Schedule kernel_bound =
+        plan_schedule(options, std::move(shapes), spans.item_count(), caller.has_value(), true, replayed);
     learning_ = kernel_bound.chunk_count() != s.chunk_count() ||
                 (kernel_bound.chunk_count() > 0 && kernel_bound.plan().chunk(0) != s.plan().chunk(0));
     if (learning_)
@@ -46,18 +47,20 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
                      format_bytes(kernel_bound.plan().chunk(0).size() * widest);
   }
   allocated_ = core_.rings().prepare(s, exec_);
-  // A replayed run is timed as a whole, not stage by stage.
-  timed_ = (options.record || options.report_bound || learning_) && !replayed;
+  // A replayed run is timed as a whole, not stage by stage, unless it learns.
+  timed_ = learning_ || ((options.record || options.report_bound) && !replayed);
   exec_.prepare(s, timed_);
   mode_ = requested;
   if (mode_ == Mode::inline_drain && (s.stages_in() || s.stages_out() || core_.done_fn())) mode_ = Mode::drive_on_caller;
   if (replayed) {
     mode_ = Mode::replay;
     if (options.record || options.report_bound)
-      notes_.push_back("a replayed run is timed as a whole: no timeline, and the bound leaves the kernel out");
+      notes_.push_back(learning_ ? "a replayed run that learns its chunks times its stages, but draws no timeline"
+                                 : "a replayed run is timed as a whole: no timeline, and the bound leaves the kernel out");
   }
 
   stage_in_jobs_.assign(s.ring_size(Ring::pinned_in), std::vector<StagingPool::Ticket>(spans.size()));
+  // Left 0 for a replayed run: its callable ran at capture, not beside its kernels.
   if (learning_) compute_enqueue_ms_.assign(s.chunk_count(), 0.0);
   chunk_slots_.resize(spans.size());
   if (options.record)
@@ -151,9 +154,10 @@ std::string Run::cannot_replay() const {
 // this schedule: when any of it changes, the run is captured again.
 std::vector<std::uintptr_t> Run::capture_key() const {
   const Schedule& s = *schedule_;
+  // A run that learns is captured with its timing marks, and the next run again without them.
   std::vector<std::uintptr_t> key{core_.capture_version(), static_cast<std::uintptr_t>(core_.rings().version()),
-                                  s.chunk_count(), s.plan().chunk_items(), s.depth(), s.compute_streams(),
-                                  s.caller_stream()};
+                                  s.chunk_count(), s.plan().chunk_items(), s.plan().chunk(0).size(), s.depth(),
+                                  s.compute_streams(), s.caller_stream(), timed_};
   for (const SpanRecord& span : core_.spans()) {
     key.push_back(reinterpret_cast<std::uintptr_t>(span.host));
     key.push_back(span.bytes());

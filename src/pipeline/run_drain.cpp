@@ -83,10 +83,17 @@ void Run::drive_and_drain() noexcept {
 void Run::await_drained() {
   if (mode_ == Mode::replay) {
     if (!has_failed() && schedule_->chunk_count() > 0) {
-      if (std::exception_ptr error = exec_.wait_replayed(Pause::yield))
+      if (std::exception_ptr error = exec_.wait_replayed(Pause::yield)) {
         fail(Failure::device, schedule_->chunk_count() - 1, "replay", error);
-      else
+      } else {
         drained_ = schedule_->chunk_count();
+        // A replayed run that learns was captured with a mark around every stage.
+        if (timed_) try {
+            for (std::size_t chunk = 0; chunk < drained_; ++chunk) record_device_intervals(chunk);
+          } catch (...) {
+            fail(Failure::device, drained_ - 1, "reading the replayed run's timing marks", std::current_exception());
+          }
+      }
       host_end_ms_ = host_ms(Clock::now());
     }
     drain_finished_.store(true, std::memory_order_release);

@@ -100,7 +100,8 @@ void Run::submit(const Op& op) {
       case Stage::compute: {
         const auto launch = learning_ ? Clock::now() : Clock::time_point{};
         run_compute(op);
-        if (learning_) compute_enqueue_ms_[c] = std::chrono::duration<double, std::milli>(Clock::now() - launch).count();
+        if (learning_ && mode_ != Mode::replay)
+          compute_enqueue_ms_[c] = std::chrono::duration<double, std::milli>(Clock::now() - launch).count();
         break;
       }
       case Stage::d2h:

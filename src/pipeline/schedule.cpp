@@ -175,7 +175,7 @@ Op Schedule::op(OpRef ref) const {
 }
 
 Schedule plan_schedule(const PipelineOptions& options, std::vector<SpanShape> spans, std::size_t items,
-                       bool caller_stream, bool kernel_bound) {
+                       bool caller_stream, bool kernel_bound, bool replayed) {
   std::size_t widest = 1;
   bool host_in = false, host_out = false;
   for (const SpanShape& s : spans) {
@@ -184,7 +184,7 @@ Schedule plan_schedule(const PipelineOptions& options, std::vector<SpanShape> sp
     host_out |= s.host_pass() && s.copied_out();
   }
   ScheduleInput in;
-  in.plan = plan_chunks(options, items, widest, host_in && host_out, kernel_bound);
+  in.plan = plan_chunks(options, items, widest, host_in && host_out, kernel_bound, replayed);
   in.spans = std::move(spans);
   in.depth = options.depth;
   in.compute_streams = compute_stream_count(options);

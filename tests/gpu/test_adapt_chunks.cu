@@ -1,9 +1,10 @@
 // Chunks that adapt to the work, where the compute's speed against the
 // copies is known: a copy within device memory is far faster than the link,
 // so the pipeline keeps its chunks (a kernel would do too, but not under
-// compute-sanitizer, which slows kernels and not copies); and a replayed pipeline, whose callable is called at capture
-// only, keeps the usual chunks and learns nothing. (A slow kernel ramping
-// the chunks runs on both executors: tests/pipeline/test_adapt_chunks.cpp.)
+// compute-sanitizer, which slows kernels and not copies); and a replayed
+// pipeline learns the same from a first run captured with timing marks.
+// (A slow kernel ramping the chunks runs on both executors:
+// tests/pipeline/test_adapt_chunks.cpp.)
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -64,8 +65,10 @@ TEST_F(GpuPipelineTest, CopyBoundWorkKeepsItsChunks) {
   EXPECT_TRUE(adapt_note(second).empty()) << adapt_note(second);
 }
 
-TEST_F(GpuPipelineTest, AReplayedPipelineKeepsTheUsualChunks) {
-  // Kernels far slower than the copies, which an ordinary run would learn from.
+TEST_F(GpuPipelineTest, AReplayedPipelineLearnsFromItsFirstRun) {
+  // Kernels far slower than the copies: the first run, captured with a
+  // timing mark around every stage, learns it, and the next is captured
+  // again in the chunks it learnt, without the marks.
   PinnedCase t(8);
   Pipeline& p = t.p;
   std::atomic<std::size_t> calls{0};
@@ -75,14 +78,41 @@ TEST_F(GpuPipelineTest, AReplayedPipelineKeepsTheUsualChunks) {
         launch_late_affine(c.stream, 500, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
       },
       Replay::graph);
-  std::size_t chunks = 0;
+  std::vector<RunReport> reports;
   for (int run = 0; run < 3; ++run) {
     t.poison();
-    const RunReport report = p.run();
+    reports.push_back(p.run());
     ASSERT_TRUE(is_affine(t.in, t.pin_out.span())) << "run " << run;
-    if (run == 0) chunks = report.chunk_count;
-    EXPECT_EQ(report.chunk_count, chunks) << "run " << run;
-    EXPECT_TRUE(adapt_note(report).empty()) << adapt_note(report);
   }
-  EXPECT_EQ(calls.load(), chunks) << "the callable runs at capture only, once per chunk";
+  const std::string note = adapt_note(reports[0]);
+  EXPECT_NE(note.find("the kernels decide"), std::string::npos) << note;
+  EXPECT_GT(reports[1].chunk_count, reports[0].chunk_count) << "a replay ramps from smaller chunks";
+  EXPECT_EQ(reports[2].chunk_count, reports[1].chunk_count);
+  EXPECT_TRUE(adapt_note(reports[1]).empty()) << adapt_note(reports[1]);
+  EXPECT_EQ(calls.load(), reports[0].chunk_count + reports[1].chunk_count)
+      << "the callable runs at each capture: the learning one and the one in the learnt chunks, not at replays";
+}
+
+TEST_F(GpuPipelineTest, AReplayedCopyBoundPipelineKeepsItsChunks) {
+  PinnedCase t(16);
+  Pipeline& p = t.p;
+  std::atomic<std::size_t> calls{0};
+  p.compute(
+      [&calls, x = t.x, y = t.y](const Chunk& c) {
+        ++calls;
+        SLUICE_CUDA_CHECK(cudaMemcpyAsync(c[y].data(), c[x].data(), c.size() * sizeof(float), cudaMemcpyDeviceToDevice,
+                                          c.stream.get()));
+      },
+      Replay::graph);
+  std::vector<RunReport> reports;
+  for (int run = 0; run < 3; ++run) {
+    t.poison();
+    reports.push_back(p.run());
+    ASSERT_TRUE(std::equal(t.in.begin(), t.in.end(), t.pin_out.begin())) << "run " << run;
+  }
+  const std::string note = adapt_note(reports[0]);
+  EXPECT_NE(note.find("later runs keep these chunks"), std::string::npos) << note;
+  EXPECT_EQ(reports[1].chunk_count, reports[0].chunk_count);
+  EXPECT_EQ(reports[2].chunk_count, reports[0].chunk_count);
+  EXPECT_EQ(calls.load(), 2 * reports[0].chunk_count) << "captured to learn, then once more without the marks";
 }

@@ -232,3 +232,30 @@ TEST(DefaultChunking, KernelsThatDominateRampFrom512KiB) {
   o.chunk_items = MiB;
   EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, false, true).is_ramped());
 }
+
+TEST(DefaultChunking, ReplayedRunsRampFromASixteenthOfTheChunk) {
+  constexpr std::size_t KiB = 1024, MiB = KiB * KiB;
+  sluice::PipelineOptions o;
+  // 4 MiB of floats: from 64 KiB (a sixteenth of 1 MiB) by doubling up to
+  // 1 MiB and back down (the middle's chunks balanced, no larger).
+  auto plan = sluice::plan_chunks(o, MiB, 4, false, true, true);
+  ASSERT_TRUE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk(0).size() * 4, 64 * KiB);
+  EXPECT_EQ(plan.chunk(1).size() * 4, 128 * KiB);
+  EXPECT_EQ(plan.chunk(plan.chunk_count() - 1).size() * 4, 64 * KiB);
+  EXPECT_LE(plan.chunk_items() * 4, MiB);
+  EXPECT_GT(plan.chunk_items() * 4, 512 * KiB);
+  // 64 MiB: the usual 4 MiB chunks, from 256 KiB.
+  plan = sluice::plan_chunks(o, 16 * MiB, 4, false, true, true);
+  EXPECT_LE(plan.chunk_items() * 4, 4 * MiB);
+  EXPECT_GT(plan.chunk_items() * 4, 2 * MiB);
+  EXPECT_EQ(plan.chunk(0).size() * 4, 256 * KiB);
+  // 2 MiB, one chunk otherwise: from 64 KiB to 1 MiB.
+  plan = sluice::plan_chunks(o, MiB / 2, 4, false, true, true);
+  EXPECT_EQ(plan.chunk(0).size() * 4, 64 * KiB);
+  EXPECT_LE(plan.chunk_items() * 4, MiB);
+  // A replayed run whose kernels do not dominate keeps the usual equal chunks.
+  EXPECT_FALSE(sluice::plan_chunks(o, 16 * MiB, 4, false, false, true).is_ramped());
+  EXPECT_EQ(sluice::plan_chunks(o, 16 * MiB, 4, false, false, true).chunk_items(),
+            sluice::plan_chunks(o, 16 * MiB, 4).chunk_items());
+}

@@ -247,3 +247,29 @@ def test_an_output_list_is_refused_and_a_writable_buffer_taken():
     p.compute(lambda c: c[y].copy_(c[x] + 1))
     p.run()
     assert list(out) == list(range(1, 17))
+
+
+@gpu
+def test_a_replayed_pipeline_calls_fn_at_its_captures_only():
+    torch = torch_or_skip()
+    n = 4_000_000
+    a = torch.arange(n, dtype=torch.float32).pin_memory()
+    out = torch.full((n,), float("nan")).pin_memory()
+    calls = []
+    p = sluice.Pipeline()
+    x, y = p.input(a), p.output(out)
+
+    def fn(c):
+        calls.append(c.index)
+        torch.mul(c[x], 2, out=c[y])
+
+    p.compute(fn, replay=True)
+    reports = []
+    for run in range(4):
+        out.fill_(float("nan"))
+        reports.append(p.run())
+        assert torch.equal(out, a * 2), f"run {run}"
+    assert any("adapt_chunks" in note for note in reports[0].notes), reports[0].notes
+    # Captured with timing marks to learn its chunks, captured again without
+    # them, then replayed: fn is not called again.
+    assert len(calls) == reports[0].chunk_count + reports[1].chunk_count

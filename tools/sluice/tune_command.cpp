@@ -30,7 +30,10 @@ Action add_tune_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "print JSON instead of tables");
-  cmd->add_flag("--pageable", args->options.pageable, "sweep with pageable (staged) arrays");
+  auto* pageable = cmd->add_flag("--pageable", args->options.pageable, "sweep with pageable (staged) arrays");
+  cmd->add_flag("--replayed", args->options.replayed,
+                "sweep replayed pipelines (a run captured as a CUDA graph, then launched as one); pinned arrays")
+      ->excludes(pageable);
   return [args] {
     if (Device::count() == 0) {
       std::fprintf(stderr, "sluice tune: no CUDA device: %s\n", Device::unavailable_reason().c_str());

@@ -61,8 +61,10 @@ struct PipelineOptions {
   // the usual size, so the SMs wait less for the first chunk in and the last
   // chunk out (src/pipeline/chunking.hpp says what it gains). The run that
   // learns says so in its notes; a new compute callable learns again, a
-  // rebind() keeps what was learnt. Replayed pipelines (Replay::graph) and
-  // runs the host copies both ways (staged) keep the usual sizes.
+  // rebind() keeps what was learnt. A replayed pipeline (Replay::graph)
+  // learns from its first run, captured with timing marks, and ramps from a
+  // sixteenth of the chunk; runs the host copies both ways (staged) keep
+  // the usual sizes.
   bool adapt_chunks = true;
   // When set, the first and last chunks ramp up from this size by doubling
   // to chunk_items (and back down at the end), so the first kernel starts

@@ -196,9 +196,10 @@ class Schedule {
 // spans: the chunk plan (src/pipeline/chunking.hpp) and then the rules above.
 // `kernel_bound`: the kernels are known to take longer than the copies (a
 // timed run showed it, or the model's rates say so); with the chunk size
-// left to the pipeline (PipelineOptions::adapt_chunks) the chunks then ramp.
+// left to the pipeline (PipelineOptions::adapt_chunks) the chunks then ramp,
+// from smaller chunks where the run is `replayed` (a captured graph).
 Schedule plan_schedule(const PipelineOptions& options, std::vector<SpanShape> spans, std::size_t items,
-                       bool caller_stream = false, bool kernel_bound = false);
+                       bool caller_stream = false, bool kernel_bound = false, bool replayed = false);
 
 // The schedule's invariants, over every operation: each chunk's stages come
 // once and in order, each lane's operations in chunk order; every operation
