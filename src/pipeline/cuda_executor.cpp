@@ -101,7 +101,8 @@ class CudaExecutor final : public Executor {
         d2h_(made_on<Stream>(device_, o.priority)),
         caller_ready_(made_on<Event>(device_, Event::Timing::disabled)),
         origin_(made_on<Event>(device_, Event::Timing::enabled)),
-        finish_(made_on<Event>(device_, Event::Timing::enabled)) {
+        finish_(made_on<Event>(device_, Event::Timing::enabled)),
+        replayed_(made_on<Event>(device_, Event::Timing::disabled)) {
     for (unsigned i = 0; i < compute_stream_count(o); ++i) compute_.push_back(made_on<Stream>(device_, o.priority));
   }
 
@@ -185,6 +186,7 @@ class CudaExecutor final : public Executor {
 
   void begin_run(std::optional<StreamView> caller, bool align_clocks) override {
     finish_recorded_ = false;
+    replay_recorded_ = false;
     marked_ = false;
     if (caller) caller_ready_.record(*caller);
     // The origin is a timing event, and recording one costs the host a few
@@ -265,6 +267,7 @@ class CudaExecutor final : public Executor {
     // A run that reached its finish mark has nothing left on any stream: the
     // mark follows the last D2H, which follows every kernel and H2D.
     if (finish_recorded_ && cudaEventQuery(finish_.get()) == cudaSuccess) return nullptr;
+    if (replay_recorded_ && cudaEventQuery(replayed_.get()) == cudaSuccess) return nullptr;  // the whole graph is done
     (void)cudaGetLastError();
     // After a sticky error these fail again; the failure is already known.
     cudaError_t error = cudaStreamSynchronize(h2d_.get());
@@ -355,15 +358,24 @@ class CudaExecutor final : public Executor {
   void replay(std::optional<StreamView> caller) override {
     const StreamView stream = caller ? *caller : h2d_.view();
     finish_recorded_ = false;
-    origin_.record(stream);
-    origin_marked_ = true;
+    // Only a replay that reads its timing marks (a run that learns) marks
+    // its origin and finish with timing events: recording one costs the
+    // host microseconds before the launch (more after a large run), and an
+    // untimed replay is timed by the host, as an untimed run() is.
+    origin_marked_ = marked_;
+    if (origin_marked_) origin_.record(stream);
+    replay_recorded_ = false;
     SLUICE_CUDA_CHECK(cudaGraphLaunch(exec_, stream.get()));
-    finish_.record(stream);
-    finish_recorded_ = true;
+    replayed_.record(stream);
+    replay_recorded_ = true;
+    if (origin_marked_) {
+      finish_.record(stream);
+      finish_recorded_ = true;
+    }
   }
 
   std::exception_ptr wait_replayed(Pause pause) override {
-    const cudaError_t code = poll_event(finish_.get(), pause == Pause::sleep ? PollPause::sleep : PollPause::yield);
+    const cudaError_t code = poll_event(replayed_.get(), pause == Pause::sleep ? PollPause::sleep : PollPause::yield);
     if (code == cudaSuccess) return nullptr;
     (void)cudaGetLastError();
     return std::make_exception_ptr(CudaError(code, "a replayed run (cudaGraphLaunch)", __FILE__, __LINE__));
@@ -414,6 +426,8 @@ class CudaExecutor final : public Executor {
   std::vector<EventSet> events_;  // [chunk % event sets]
   bool timed_ = false;
   Event caller_ready_, origin_, finish_;
+  Event replayed_;                // after a replayed run's graph
+  bool replay_recorded_ = false;  // this run recorded it
   bool finish_recorded_ = false;  // this run recorded its finish mark
   bool origin_marked_ = false;    // this run recorded its origin: run_ms() is the device's
   std::vector<Event> joins_;  // where a capture's streams join back

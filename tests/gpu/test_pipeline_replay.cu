@@ -196,7 +196,8 @@ TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
 
 // An untimed run marks no device origin: its wall time is the host's, from
 // the run's start to the last output. It is never 0, and never more than the
-// call took; a replayed run's comes from the device, within the call too.
+// call took. A replayed run is timed the same way, from its launch (a
+// replay that learns its chunks by the device: within the call too).
 TEST_F(GpuPipelineTest, UntimedAndReplayedRunsReportTheWallTimeTheyTook) {
   const std::size_t n = 5'000;
   const auto in = pattern(n);

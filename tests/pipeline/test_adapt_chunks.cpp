@@ -1,9 +1,11 @@
 // Chunks that adapt to the work (PipelineOptions::adapt_chunks): the first
 // run times its stages; where the kernels took longer than the copies, later
-// runs ramp up from 512 KiB chunks. (Copy-bound work keeping its chunks, and
-// replayed pipelines learning nothing, are GPU-only: there the kernels'
-// speed against the copies is known; tests/gpu/test_adapt_chunks.cu.)
+// runs ramp up from 512 KiB chunks. What was learnt is kept across rebind()
+// and forgotten with the callable; a run that fails learns nothing.
+// (Copy-bound work keeping its chunks, and replayed pipelines learning from
+// a timed capture, are GPU-only: tests/gpu/test_adapt_chunks.cu.)
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,46 @@ TEST_P(PipelineTest, KernelsSlowerThanTheCopiesRampTheChunksOfLaterRuns) {
   EXPECT_TRUE(is_affine(values, out.span()));
   EXPECT_EQ(again.chunk_count, reports[0].chunk_count);
   EXPECT_FALSE(adapt_note(again).empty());
+}
+
+TEST_P(PipelineTest, WhatARunLearntIsKeptByRebindForgottenWithTheSpansAndNotLearntFromAFailure) {
+  const std::size_t n = 8 * MiB / sizeof(float);
+  auto in = backend().pinned<float>(n), out = backend().pinned<float>(n), other = backend().pinned<float>(n);
+  const auto values = pattern(n);
+  std::copy(values.begin(), values.end(), in.begin());
+  Pipeline p = pipeline();
+  auto x = p.input(in.span());
+  auto y = p.output(out.span());
+  bool fail = true;
+  auto slow = [&x, &y, &fail, b = &backend()](const Chunk& c) {
+    if (fail && c.index == 2) throw std::runtime_error("chunk 2 refused");
+    b->late_affine(c, 3000, c[x].data(), c[y].data(), 2, 1);
+  };
+  p.compute(slow);
+  auto run = [&](std::span<float> to, const char* what) {
+    std::fill(to.begin(), to.end(), std::nanf(""));
+    const RunReport report = p.submit().wait();  // the learning works through submit() as through run()
+    EXPECT_TRUE(is_affine(values, to)) << what;
+    return report;
+  };
+
+  EXPECT_THROW(p.run(), std::runtime_error);
+  fail = false;
+  const RunReport learnt = run(out.span(), "after a failed run");
+  EXPECT_FALSE(adapt_note(learnt).empty()) << "the failed run learnt something";
+
+  p.rebind(y, other.span());
+  const RunReport rebound = run(other.span(), "after rebind()");
+  EXPECT_TRUE(adapt_note(rebound).empty()) << adapt_note(rebound);
+  EXPECT_GT(rebound.chunk_count, learnt.chunk_count) << "rebind() forgot what was learnt";
+
+  p.clear_spans();
+  x = p.input(in.span());
+  y = p.output(out.span());
+  p.compute(slow);
+  const RunReport fresh = run(out.span(), "after clear_spans()");
+  EXPECT_FALSE(adapt_note(fresh).empty()) << "clear_spans() kept what was learnt of the old callable";
+  EXPECT_EQ(fresh.chunk_count, learnt.chunk_count);
 }
 
 TEST_P(PipelineTest, ChunksSetByTheCallerOrAdaptingTurnedOffNeverChange) {
