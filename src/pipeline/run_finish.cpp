@@ -162,7 +162,7 @@ RunReport Run::finish() {
       report.overhead.end_ms = std::max(0.0, host_ms(Clock::now()) - last_copy_ms_);
       report.overhead.host_us_per_chunk = driver_busy_ms_ * 1000.0 / static_cast<double>(n);
     }
-    if (core_.options().record) {
+    if (core_.options().record && mode_ != Mode::replay) {  // a replay's host intervals are its capture's
       report.intervals = std::move(driver_intervals_);
       report.intervals.insert(report.intervals.end(), drain_intervals_.begin(), drain_intervals_.end());
       std::sort(report.intervals.begin(), report.intervals.end(),

@@ -86,6 +86,8 @@ TEST_F(GpuPipelineTest, AReplayedPipelineLearnsFromItsFirstRun) {
   }
   const std::string note = adapt_note(reports[0]);
   EXPECT_NE(note.find("the kernels decide"), std::string::npos) << note;
+  EXPECT_GT(reports[0].volume.kernel_ms, 0.5) << "the graph's timing marks did not see a 500 us kernel";
+  EXPECT_EQ(reports[1].volume.kernel_ms, 0.0) << "a replay that learns nothing is timed as a whole";
   EXPECT_GT(reports[1].chunk_count, reports[0].chunk_count) << "a replay ramps from smaller chunks";
   EXPECT_EQ(reports[2].chunk_count, reports[1].chunk_count);
   EXPECT_TRUE(adapt_note(reports[1]).empty()) << adapt_note(reports[1]);
