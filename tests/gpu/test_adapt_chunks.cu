@@ -34,6 +34,17 @@ struct PinnedCase {
     y = p.output(pin_out.span());
   }
   void poison() { std::fill(pin_out.begin(), pin_out.end(), std::nanf("")); }
+  // `count` runs, the output poisoned before each; `came_out` says whether a run's output is right.
+  template <class Check>
+  std::vector<RunReport> runs(int count, Check came_out) {
+    std::vector<RunReport> reports;
+    for (int run = 0; run < count; ++run) {
+      poison();
+      reports.push_back(p.run());
+      EXPECT_TRUE(came_out()) << "run " << run;
+    }
+    return reports;
+  }
 
   std::vector<float> in;
   sluice::PinnedBuffer<float> pin_in, pin_out;
@@ -41,6 +52,15 @@ struct PinnedCase {
   sluice::SpanHandle<const float> x;
   sluice::SpanHandle<float> y;
 };
+
+// A compute callable that counts its calls (a replayed pipeline's are its captures) and does `work`.
+template <class Work>
+auto counted(std::atomic<std::size_t>& calls, Work work) {
+  return [&calls, work](const Chunk& c) {
+    ++calls;
+    work(c);
+  };
+}
 
 }  // namespace
 
@@ -72,18 +92,12 @@ TEST_F(GpuPipelineTest, AReplayedPipelineLearnsFromItsFirstRun) {
   PinnedCase t(8);
   Pipeline& p = t.p;
   std::atomic<std::size_t> calls{0};
-  p.compute(
-      [&calls, x = t.x, y = t.y](const Chunk& c) {
-        ++calls;
-        launch_late_affine(c.stream, 500, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-      },
-      Replay::graph);
-  std::vector<RunReport> reports;
-  for (int run = 0; run < 3; ++run) {
-    t.poison();
-    reports.push_back(p.run());
-    ASSERT_TRUE(is_affine(t.in, t.pin_out.span())) << "run " << run;
-  }
+  p.compute(counted(calls,
+                    [x = t.x, y = t.y](const Chunk& c) {
+                      launch_late_affine(c.stream, 500, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+                    }),
+            Replay::graph);
+  const std::vector<RunReport> reports = t.runs(3, [&] { return is_affine(t.in, t.pin_out.span()); });
   const std::string note = adapt_note(reports[0]);
   EXPECT_NE(note.find("the kernels decide"), std::string::npos) << note;
   EXPECT_GT(reports[0].volume.kernel_ms, 0.5) << "the graph's timing marks did not see a 500 us kernel";
@@ -99,19 +113,14 @@ TEST_F(GpuPipelineTest, AReplayedCopyBoundPipelineKeepsItsChunks) {
   PinnedCase t(16);
   Pipeline& p = t.p;
   std::atomic<std::size_t> calls{0};
-  p.compute(
-      [&calls, x = t.x, y = t.y](const Chunk& c) {
-        ++calls;
-        SLUICE_CUDA_CHECK(cudaMemcpyAsync(c[y].data(), c[x].data(), c.size() * sizeof(float), cudaMemcpyDeviceToDevice,
-                                          c.stream.get()));
-      },
-      Replay::graph);
-  std::vector<RunReport> reports;
-  for (int run = 0; run < 3; ++run) {
-    t.poison();
-    reports.push_back(p.run());
-    ASSERT_TRUE(std::equal(t.in.begin(), t.in.end(), t.pin_out.begin())) << "run " << run;
-  }
+  p.compute(counted(calls,
+                    [x = t.x, y = t.y](const Chunk& c) {
+                      SLUICE_CUDA_CHECK(cudaMemcpyAsync(c[y].data(), c[x].data(), c.size() * sizeof(float),
+                                                        cudaMemcpyDeviceToDevice, c.stream.get()));
+                    }),
+            Replay::graph);
+  const std::vector<RunReport> reports =
+      t.runs(3, [&] { return std::equal(t.in.begin(), t.in.end(), t.pin_out.begin()); });
   const std::string note = adapt_note(reports[0]);
   EXPECT_NE(note.find("later runs keep these chunks"), std::string::npos) << note;
   EXPECT_EQ(reports[1].chunk_count, reports[0].chunk_count);
