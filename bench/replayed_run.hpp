@@ -6,8 +6,9 @@
 // the targets hold them to being faster than run() at 4-64 MiB and a 4 MiB
 // copy to 0.55 of its bound.
 //
-// make_replayed_run() builds the replaying pipeline (its first run, the
-// capture, not timed) and returns how to run it once.
+// make_replayed_run() builds the replaying pipeline (its captures not timed:
+// the first run's, and the second's where the first learnt its chunks) and
+// returns how to run it once.
 #include <functional>
 #include <memory>
 #include <string>

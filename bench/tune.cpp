@@ -44,6 +44,8 @@ std::string describe(const PipelineOptions& o, std::size_t item_bytes) {
 }
 constexpr std::size_t finalist_count = 3;
 
+RowKind kind_of(const TuneOptions& o) { return o.replayed ? RowKind::sluice_replayed : RowKind::sluice; }
+
 Pipeline make_setting(workloads::Problem& problem, const PipelineOptions& setting, const TuneOptions& o) {
   Pipeline p = std::move(
       workloads::make_workload_pipeline(problem, run_options(setting), o.replayed ? Replay::graph : Replay::none).pipeline);
@@ -64,7 +66,7 @@ std::vector<TunePoint> final_rounds(workloads::Problem& problem, const std::vect
   std::vector<workloads::Contender> contenders;
   for (auto& point : points) pipelines.push_back(make_setting(problem, point.options, o));
   for (std::size_t k = 0; k < points.size(); ++k)
-    contenders.push_back({points[k].label, &problem, RowKind::sluice, [&pipelines, k] { pipelines[k].run(); }});
+    contenders.push_back({points[k].label, &problem, kind_of(o), [&pipelines, k] { pipelines[k].run(); }});
   const auto rows = workloads::measure_in_rounds(contenders, rounds_for(problem.items() * sizeof(float), o.final_repeats));
   for (std::size_t k = 0; k < points.size(); ++k) points[k].row = rows[k];
   return points;
@@ -92,7 +94,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       c.replayed = o.replayed;
       auto measure = [&](const PipelineOptions& options, const std::string& label) {
         Pipeline p = make_setting(problem, options, o);
-        auto row = workloads::measure_row(label, problem, true, o.repeats, [&] { p.run(); });
+        auto row = workloads::measure_in_rounds({{label, &problem, kind_of(o), [&] { p.run(); }}}, o.repeats).front();
         if (progress)
           progress(fmt::format("{} {} {}: {:.3f} ms{}", c.workload, format_bytes(bytes), label, row.ms.median,
                                row.verified ? "" : " NOT VERIFIED: " + row.detail));

@@ -87,7 +87,8 @@ std::string tune_text(const std::vector<TuneCase>& cases) {
                    fmt::format("{} of {}", e.within_10_percent, e.count), fmt::format("{:.1f}%", 100 * e.median_abs),
                    fmt::format("{:+.1f}%", 100 * e.worst)});
   }
-  out += "\nThe model over the sweep (target: within 10% of measured):\n" + model.render();
+  const bool any_modelled = std::any_of(cases.begin(), cases.end(), [](const TuneCase& c) { return !c.replayed; });
+  if (any_modelled) out += "\nThe model over the sweep (target: within 10% of measured):\n" + model.render();
   for (const auto& c : cases) {
     out += fmt::format("\n{} {}: the sweep, fastest first\n", c.workload, format_bytes(c.bytes));
     tools::TextTable table({"setting", "ms", "IQR", "vs best", "model ms", "error", "verified"});
@@ -112,7 +113,7 @@ std::string tune_json(const std::vector<TuneCase>& cases, int indent) {
     for (const auto& p : c.sweep) {
       nlohmann::json j = row_json(p.row);
       j["setting"] = p.label;
-      j["model_ms"] = p.model_ms;
+      j["model_ms"] = c.replayed ? nlohmann::json(nullptr) : nlohmann::json(p.model_ms);
       sweep.push_back(j);
     }
     nlohmann::json finalists = nlohmann::json::array();
@@ -131,11 +132,13 @@ std::string tune_json(const std::vector<TuneCase>& cases, int indent) {
                    {"defaults_again", row_json(c.defaults_again)},
                    {"finalists", finalists},
                    {"sweep", sweep},
-                   {"model_pick", c.model_label},
-                   {"model_pick_ms", c.model_pick_ms},
-                   {"model_errors",
-                    {{"median_abs", e.median_abs}, {"worst", e.worst}, {"within_10_percent", e.within_10_percent},
-                     {"count", e.count}}},
+                   {"model_pick", c.replayed ? nlohmann::json(nullptr) : nlohmann::json(c.model_label)},
+                   {"model_pick_ms", c.replayed ? nlohmann::json(nullptr) : nlohmann::json(c.model_pick_ms)},
+                   {"model_errors", c.replayed ? nlohmann::json(nullptr)
+                                               : nlohmann::json{{"median_abs", e.median_abs},
+                                                                {"worst", e.worst},
+                                                                {"within_10_percent", e.within_10_percent},
+                                                                {"count", e.count}}},
                    {"all_verified", c.all_verified()}});
   }
   const auto checks = check_targets(cases);

@@ -190,8 +190,8 @@ class Pipeline(_Spans):
 
         replay=True: the first run is captured as a CUDA graph and every run replays it,
         so fn is called once per chunk AT CAPTURE ONLY (the first run, and the first after
-        rebind() or clear_spans(); with adapt_chunks, also the second run, captured again in
-        the chunks the first learnt), not on every run: it must launch the same work each
+        rebind() or clear_spans(); and the second run where the first learnt its chunks
+        (adapt_chunks), captured again without timing marks), not on every run: it must launch the same work each
         time, with no allocations (torch ops with out=). Arrays must be page-locked or
         owned by the pipeline (they are: it page-locks them); see sluice::Replay.
         """

@@ -12,6 +12,7 @@
 #include "bound/host_rates.hpp"
 #include "bound/link_rates.hpp"
 #include "bound/staging_rates.hpp"
+#include "capture_marks.hpp"
 #include "core/event_poll.hpp"
 #include "core/made_on.hpp"
 #include "executor.hpp"
@@ -102,7 +103,7 @@ class CudaExecutor final : public Executor {
         caller_ready_(made_on<Event>(device_, Event::Timing::disabled)),
         origin_(made_on<Event>(device_, Event::Timing::enabled)),
         finish_(made_on<Event>(device_, Event::Timing::enabled)),
-        replayed_(made_on<Event>(device_, Event::Timing::disabled)) {
+        graph_done_(made_on<Event>(device_, Event::Timing::disabled)) {
     for (unsigned i = 0; i < compute_stream_count(o); ++i) compute_.push_back(made_on<Stream>(device_, o.priority));
   }
 
@@ -179,14 +180,14 @@ class CudaExecutor final : public Executor {
       for (std::size_t i = 0; i < sets; ++i) events_.emplace_back(timing);
       timed_ = timed;
     }
-    chunk_count_ = schedule.chunk_count();
+    prepared_chunks_ = schedule.chunk_count();
   }
 
   std::unique_ptr<ThreadBinding> bind_thread() override { return std::make_unique<Binding>(device_); }
 
   void begin_run(std::optional<StreamView> caller, bool align_clocks) override {
     finish_recorded_ = false;
-    replay_recorded_ = false;
+    graph_done_recorded_ = false;
     marked_ = false;
     if (caller) caller_ready_.record(*caller);
     // The origin is a timing event, and recording one costs the host a few
@@ -216,7 +217,7 @@ class CudaExecutor final : public Executor {
     nvtxRangePushEx(&range);
     if (!timed_) return;
     if (capturing_)
-      record_mark(op, false);
+      marks_.record(op.ref.chunk, lane_index(op.ref.stage), MarkEnd::start, lane(op).get());
     else
       start(op.ref).record(lane(op));
   }
@@ -237,7 +238,7 @@ class CudaExecutor final : public Executor {
 
   void end(const Op& op) override {
     done(op.ref).record(lane(op));
-    if (timed_ && capturing_) record_mark(op, true);
+    if (timed_ && capturing_) marks_.record(op.ref.chunk, lane_index(op.ref.stage), MarkEnd::end, lane(op).get());
     nvtxRangePop();
   }
 
@@ -257,8 +258,9 @@ class CudaExecutor final : public Executor {
   }
 
   OpTimes times(OpRef op) override {
-    if (marked_) return {static_cast<double>(elapsed_ms(origin_, mark(op, false))),
-                         static_cast<double>(elapsed_ms(origin_, mark(op, true)))};
+    if (marked_)
+      return {static_cast<double>(elapsed_ms(origin_, marks_.at(op.chunk, lane_index(op.stage), MarkEnd::start))),
+              static_cast<double>(elapsed_ms(origin_, marks_.at(op.chunk, lane_index(op.stage), MarkEnd::end)))};
     return {static_cast<double>(elapsed_ms(origin_, start(op))), static_cast<double>(elapsed_ms(origin_, done(op)))};
   }
   double run_ms() override { return origin_marked_ ? elapsed_ms(origin_, finish_) : 0.0; }
@@ -267,7 +269,7 @@ class CudaExecutor final : public Executor {
     // A run that reached its finish mark has nothing left on any stream: the
     // mark follows the last D2H, which follows every kernel and H2D.
     if (finish_recorded_ && cudaEventQuery(finish_.get()) == cudaSuccess) return nullptr;
-    if (replay_recorded_ && cudaEventQuery(replayed_.get()) == cudaSuccess) return nullptr;  // the whole graph is done
+    if (graph_done_recorded_ && cudaEventQuery(graph_done_.get()) == cudaSuccess) return nullptr;  // the whole graph
     (void)cudaGetLastError();
     // After a sticky error these fail again; the failure is already known.
     cudaError_t error = cudaStreamSynchronize(h2d_.get());
@@ -293,13 +295,11 @@ class CudaExecutor final : public Executor {
   std::string cannot_replay() const override { return {}; }
 
   void begin_capture() override {
-    // A timed capture (a replayed run that learns its chunks) marks every
-    // stage of every chunk with events of its own: the graph's nodes record
-    // them, and every mark is read once the replay is done.
+    // A timed capture is a replayed run that learns its chunks (capture_marks.hpp).
     marked_ = timed_;
-    if (marked_ && marks_.size() < 6 * chunk_count_) {
+    if (marked_) {
       const DeviceScope scope(device_);
-      while (marks_.size() < 6 * chunk_count_) marks_.emplace_back(Event::Timing::enabled);
+      marks_.reserve(prepared_chunks_);
     }
     // Thread-local: only the driver's own calls are held to what a capture
     // allows; other threads of the process carry on as they are.
@@ -364,10 +364,10 @@ class CudaExecutor final : public Executor {
     // untimed replay is timed by the host, as an untimed run() is.
     origin_marked_ = marked_;
     if (origin_marked_) origin_.record(stream);
-    replay_recorded_ = false;
+    graph_done_recorded_ = false;
     SLUICE_CUDA_CHECK(cudaGraphLaunch(exec_, stream.get()));
-    replayed_.record(stream);
-    replay_recorded_ = true;
+    graph_done_.record(stream);
+    graph_done_recorded_ = true;
     if (origin_marked_) {
       finish_.record(stream);
       finish_recorded_ = true;
@@ -375,7 +375,7 @@ class CudaExecutor final : public Executor {
   }
 
   std::exception_ptr wait_replayed(Pause pause) override {
-    const cudaError_t code = poll_event(replayed_.get(), pause == Pause::sleep ? PollPause::sleep : PollPause::yield);
+    const cudaError_t code = poll_event(graph_done_.get(), pause == Pause::sleep ? PollPause::sleep : PollPause::yield);
     if (code == cudaSuccess) return nullptr;
     (void)cudaGetLastError();
     return std::make_exception_ptr(CudaError(code, "a replayed run (cudaGraphLaunch)", __FILE__, __LINE__));
@@ -399,11 +399,6 @@ class CudaExecutor final : public Executor {
     }
   }
   Event& done(OpRef op) { return events_[op.chunk % events_.size()].done[lane_index(op.stage)]; }
-  Event& mark(OpRef op, bool end) { return marks_[(op.chunk * 3 + lane_index(op.stage)) * 2 + (end ? 1 : 0)]; }
-  // Captured as an event record node: recorded each time the graph runs.
-  void record_mark(const Op& op, bool end) {
-    SLUICE_CUDA_CHECK(cudaEventRecordWithFlags(mark(op.ref, end).get(), lane(op).get(), cudaEventRecordExternal));
-  }
   Event& start(OpRef op) { return events_[op.chunk % events_.size()].start[lane_index(op.stage)]; }
 
   static OpStatus status_of(OpRef op, cudaError_t code) {
@@ -426,15 +421,15 @@ class CudaExecutor final : public Executor {
   std::vector<EventSet> events_;  // [chunk % event sets]
   bool timed_ = false;
   Event caller_ready_, origin_, finish_;
-  Event replayed_;                // after a replayed run's graph
-  bool replay_recorded_ = false;  // this run recorded it
+  Event graph_done_;                  // after a replayed run's graph
+  bool graph_done_recorded_ = false;  // this run recorded it
   bool finish_recorded_ = false;  // this run recorded its finish mark
   bool origin_marked_ = false;    // this run recorded its origin: run_ms() is the device's
   std::vector<Event> joins_;  // where a capture's streams join back
   bool capturing_ = false;
-  std::size_t chunk_count_ = 0;  // of the schedule last prepared
-  std::vector<Event> marks_;     // a timed capture's marks: [(chunk * 3 + lane) * 2 + end]
-  bool marked_ = false;          // the captured run carries them: times() reads them
+  std::size_t prepared_chunks_ = 0;  // the chunks of the schedule last prepared: the marks a capture needs
+  CaptureMarks marks_;
+  bool marked_ = false;  // the captured run carries its marks: times() reads them
   cudaGraph_t graph_ = nullptr;         // the last capture
   cudaGraphExec_t exec_ = nullptr;      // what replay() launches
 };

@@ -168,6 +168,10 @@ std::vector<std::uintptr_t> Run::capture_key() const {
 
 void Run::replay() noexcept {
   const Schedule& s = *schedule_;
+  if (s.chunk_count() == 0) {  // no items: nothing to capture or launch
+    driver_finished_.store(true, std::memory_order_release);
+    return;
+  }
   try {
     const auto binding = exec_.bind_thread();
     if (std::vector<std::uintptr_t> key = capture_key(); key != core_.captured()) {

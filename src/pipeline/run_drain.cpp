@@ -86,6 +86,7 @@ void Run::await_drained() {
       if (std::exception_ptr error = exec_.wait_replayed(Pause::yield)) {
         fail(Failure::device, schedule_->chunk_count() - 1, "replay", error);
       } else {
+        host_end_ms_ = host_ms(Clock::now());  // the run's end, before its marks are read
         drained_ = schedule_->chunk_count();
         // A replayed run that learns was captured with a mark around every stage.
         if (timed_) try {
@@ -94,7 +95,6 @@ void Run::await_drained() {
             fail(Failure::device, drained_ - 1, "reading the replayed run's timing marks", std::current_exception());
           }
       }
-      host_end_ms_ = host_ms(Clock::now());
     }
     drain_finished_.store(true, std::memory_order_release);
     return;

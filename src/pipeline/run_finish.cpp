@@ -155,6 +155,9 @@ RunReport Run::finish() {
     if (timed_ && n > 0) {
       report.volume.kernel_ms = union_ms(drain_intervals_, Lane::compute);
       if (learning_) report.notes.push_back(learn_from_intervals());
+    }
+    // A replay's host work was its capture's: its fixed costs are left 0.
+    if (timed_ && n > 0 && mode_ != Mode::replay) {
       // The device's origin is marked as the run starts, when its streams are
       // idle: it stands for the host's origin within a few microseconds.
       report.overhead.prepare_ms = std::chrono::duration<double, std::milli>(host_origin_ - called_).count();

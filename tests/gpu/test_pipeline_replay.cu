@@ -4,6 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_pipeline_test.hpp"
@@ -196,15 +199,18 @@ TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
 
 // An untimed run marks no device origin: its wall time is the host's, from
 // the run's start to the last output. It is never 0, and never more than the
-// call took. A replayed run is timed the same way, from its launch (a
-// replay that learns its chunks by the device: within the call too).
+// call took. A replayed run is timed the same way, from its launch, and one
+// that learns its chunks (the default options' first run) by the device:
+// within the call too.
 TEST_F(GpuPipelineTest, UntimedAndReplayedRunsReportTheWallTimeTheyTook) {
-  const std::size_t n = 5'000;
+  const std::size_t n = 5'000'000;
   const auto in = pattern(n);
   sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
   std::copy(in.begin(), in.end(), pin_in.begin());
-  for (const Replay replay : {Replay::none, Replay::graph}) {
-    Pipeline p(small_chunks());
+  PipelineOptions learns;  // chunk sizes left to the pipeline: the first run learns them
+  for (const auto& [replay, options] : {std::pair{Replay::none, small_chunks()}, std::pair{Replay::graph, small_chunks()},
+                                        std::pair{Replay::graph, learns}}) {
+    Pipeline p(options);
     const auto x = p.input(pin_in.span());
     const auto y = p.output(pin_out.span());
     affine(p, x, y, replay);
@@ -214,8 +220,51 @@ TEST_F(GpuPipelineTest, UntimedAndReplayedRunsReportTheWallTimeTheyTook) {
       const auto report = p.run();
       const double call_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
       ASSERT_TRUE(is_affine(in, pin_out.span()));
-      EXPECT_GT(report.wall_ms, 0.0) << (replay == Replay::graph ? "replayed" : "untimed") << ", run " << run;
-      EXPECT_LE(report.wall_ms, call_ms) << (replay == Replay::graph ? "replayed" : "untimed") << ", run " << run;
+      const std::string what = std::string(replay == Replay::graph ? "replayed" : "untimed") +
+                               (options.chunk_items == 0 ? ", learning its chunks" : "") + ", run " + std::to_string(run);
+      EXPECT_GT(report.wall_ms, 0.0) << what;
+      EXPECT_LE(report.wall_ms, call_ms) << what;
     }
+  }
+}
+
+TEST_F(GpuPipelineTest, AReplayedRunOfNoItemsCapturesNothing) {
+  std::vector<float> in, out;
+  Pipeline p;
+  std::atomic<int> calls{0};
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  p.compute([&calls, x, y](const Chunk&) { ++calls; }, Replay::graph);
+  for (int run = 0; run < 2; ++run) EXPECT_EQ(p.run().chunk_count, 0u) << "run " << run;
+  EXPECT_EQ(calls.load(), 0);
+}
+
+// A capture whose callable throws is abandoned: the run fails naming the
+// chunk, nothing is learnt from it, and the next run captures, learns and
+// replays as a first run would.
+TEST_F(GpuPipelineTest, AFailedLearningCaptureLeavesTheNextRunToLearn) {
+  const std::size_t n = 2'000'000;
+  const auto in = pattern(n);
+  sluice::PinnedBuffer<float> pin_in(n), pin_out(n);
+  std::copy(in.begin(), in.end(), pin_in.begin());
+  Pipeline p;
+  const auto x = p.input(pin_in.span());
+  const auto y = p.output(pin_out.span());
+  bool fail = true;
+  p.compute(
+      [&fail, x, y](const Chunk& c) {
+        if (fail && c.index == 1) throw std::runtime_error("chunk 1 refused");
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  EXPECT_THROW(p.run(), std::runtime_error);
+  fail = false;
+  for (int run = 0; run < 3; ++run) {
+    poison(pin_out.span());
+    const auto report = p.run();
+    ASSERT_TRUE(is_affine(in, pin_out.span())) << "run " << run;
+    bool learnt = false;
+    for (const std::string& note : report.notes) learnt |= note.find("adapt_chunks") != std::string::npos;
+    EXPECT_EQ(learnt, run == 0) << "run " << run;
   }
 }

@@ -50,16 +50,16 @@ enum class Replay {
   // The run is captured as a CUDA graph (every chunk's copies, the kernels
   // the callable launches, the events between them) and each run replays
   // it: a run then costs the host one graph launch (host time saved, not
-  // device time: the GPU's work is the same). So the callable is
-  // called once per chunk AT CAPTURE ONLY (the first run, and the first
-  // after rebind() or clear_spans(); with the chunk sizes left to the
-  // pipeline, PipelineOptions::adapt_chunks, also the second run: the first
-  // is captured with timing marks to learn its chunks, the second again
-  // without them), and must launch the same work each time: no host-side
-  // state, no kernel arguments that change from run to run. Only a run whose bytes all move by the copy engines can be
-  // replayed: pinned or caller-registered spans. Spans staged through the
-  // host, sources, sinks and a chunk-done callable are refused before any
-  // work, as is the host executor.
+  // device time: the GPU's work is the same). So the callable is called
+  // once per chunk AT CAPTURE ONLY (the first run, and the first after
+  // rebind() or clear_spans(); and the second run where the first learnt
+  // its chunks, PipelineOptions::adapt_chunks: the first is captured with
+  // timing marks, the second again without them), and must launch the same
+  // work each time: no host-side state, no kernel arguments that change
+  // from run to run. Only a run whose bytes all move by the copy engines
+  // can be replayed: pinned or caller-registered spans. Spans staged
+  // through the host, sources, sinks and a chunk-done callable are refused
+  // before any work, as is the host executor.
   graph,
 };
 
