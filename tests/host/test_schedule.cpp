@@ -169,14 +169,24 @@ Schedule random_schedule() {
   std::transform(spans.begin(), spans.end(), spans.begin(), fixed_up);
   const auto items = *rc::gen::inRange<std::size_t>(0, 4000);
   sluice::PipelineOptions o;
-  o.chunk_items = *rc::gen::inRange<std::size_t>(1, 600);
-  if (*rc::gen::arbitrary<bool>()) o.first_chunk_items = *rc::gen::inRange<std::size_t>(1, o.chunk_items + 1);
+  // Chunk sizes set by the caller, or left to the pipeline: then items of
+  // KiBs (data up to ~200 MiB, several default chunks), and the plan as a
+  // run that learnt its kernels dominate, replayed or not, would cut it.
+  const bool left_to_pipeline = *rc::gen::arbitrary<bool>();
+  if (left_to_pipeline) {
+    for (SpanShape& span : spans) span.item_bytes *= 1024;
+  } else {
+    o.chunk_items = *rc::gen::inRange<std::size_t>(1, 600);
+    if (*rc::gen::arbitrary<bool>()) o.first_chunk_items = *rc::gen::inRange<std::size_t>(1, o.chunk_items + 1);
+  }
   o.depth = *rc::gen::inRange<std::size_t>(1, 9);
   if (*rc::gen::arbitrary<bool>()) {
     o.kernel_order = sluice::KernelOrder::independent;
     o.compute_streams = *rc::gen::inRange<unsigned>(1, 4);
   }
-  return sluice::plan_schedule(o, spans, items, *rc::gen::arbitrary<bool>());
+  const bool caller_stream = *rc::gen::arbitrary<bool>();
+  const bool kernel_bound = left_to_pipeline && *rc::gen::arbitrary<bool>();
+  return sluice::plan_schedule(o, spans, items, caller_stream, kernel_bound, *rc::gen::arbitrary<bool>());
 }
 
 }  // namespace
