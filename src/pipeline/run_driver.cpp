@@ -98,9 +98,11 @@ void Run::submit(const Op& op) {
         }
         break;
       case Stage::compute: {
-        const auto launch = learning_ ? Clock::now() : Clock::time_point{};
+        // A replay's callable runs at capture, not beside its kernels: its host time is not timed.
+        const bool time_callable = learning_ && mode_ != Mode::replay;
+        const auto launch = time_callable ? Clock::now() : Clock::time_point{};
         run_compute(op);
-        if (learning_ && mode_ != Mode::replay)
+        if (time_callable)
           compute_enqueue_ms_[c] = std::chrono::duration<double, std::milli>(Clock::now() - launch).count();
         break;
       }

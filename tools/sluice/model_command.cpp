@@ -62,7 +62,7 @@ Action add_model_command(CLI::App& app) {
     if (!args->first.empty()) options.first_chunk_items = parse_bytes(args->first) / item_bytes;
     options.depth = args->depth;
     const Schedule schedule = schedule_of(in);
-    const Prediction p = predict(in);
+    const Prediction p = predict(schedule, in.rates, in.fixed, in.kernel);
     RunVolume volume;
     volume.h2d_bytes = static_cast<double>(bytes) * args->inputs;
     volume.d2h_bytes = static_cast<double>(bytes) * args->outputs;
