@@ -291,9 +291,9 @@ void run_file_cases(const BenchOptions& options, BenchResult& result,
       // As a newcomer writes it from the README: a pipeline with a chunk
       // size, the file as its input, a kernel per chunk, run(stream) on the
       // stream that holds the total; nothing else set.
-      PipelineOptions options;
-      options.chunk_items = readme_chunk / sizeof(float);
-      Pipeline p(options);
+      PipelineOptions readme_options;
+      readme_options.chunk_items = readme_chunk / sizeof(float);
+      Pipeline p(readme_options);
       const auto in = p.input(from_file<float>(path));
       double* t = total.data();
       p.compute([in, t](const Chunk& chunk) { workloads::launch_sum(chunk.stream, chunk[in].data(), chunk.size(), t); });

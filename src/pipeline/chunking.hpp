@@ -34,6 +34,23 @@
 // PipelineOptions::adapt_chunks times the first run's stages, and where the
 // kernels dominate, later runs ramp up from 512 KiB to the usual chunk.
 //
+// Where the kernels may overlap (two compute streams or more) and the usual
+// chunk is 2 MiB or less (data up to 16 MiB), equal 512 KiB chunks do better
+// than the ramp: at 4 MiB the ramp is 512 KiB, three of 1 MiB, 512 KiB, and
+// its last small chunk still waits behind a 1 MiB copy out and a 1 MiB
+// kernel beside it. `sluice bench` on the H200, one call per row, the
+// rounds after the sweep (ms; the staircase of 12-16 streams in each call):
+//
+//                        learnt ramp   512 KiB chunks   256 KiB   staircase
+//   sincos100  4 MiB       0.257         0.239           0.260    0.230-0.234
+//   sincos200  4 MiB       0.419         0.419           0.422    0.397-0.399
+//   sincos100 16 MiB       0.767         0.756           --       0.756-0.765
+//   sincos200 16 MiB       1.423         1.426           1.530    1.422-1.432
+//
+// With kernels in chunk order (one stream) 512 KiB kernels leave each
+// one's tail idle (sincos100 16 MiB: 0.920 against 0.832 ramped), so those
+// keep the ramp, as do larger runs.
+//
 // A replayed run (Replay::graph) has no host work per chunk, so its ramp
 // starts at a sixteenth of the chunk (64 KiB at least). `sluice tune
 // --replayed` on the H200, ms, replayed runs:
@@ -89,26 +106,38 @@ struct Chunking {
   std::size_t first_items = 1;  // where a ramp starts; == chunk_items for none (the default)
 };
 
+// What the planner knows of a run besides its size.
+struct RunFacts {
+  // The host copies the run's data through the pinned slots on the way in
+  // and on the way out (staged spans, sources and sinks, both ways).
+  bool host_copies_both_ways = false;
+  // The kernels are known to take longer than the copies (kernels_dominate).
+  bool kernel_bound = false;
+  // A captured graph, replayed: no host work per chunk.
+  bool replayed = false;
+  // More than one compute stream: neighbouring chunks' kernels may run at once.
+  bool kernels_overlap = false;
+};
+
 // Whether a run's kernels are what it waits on: the kernels (the union of
 // their intervals, or the model's kernel time) took a quarter longer than the
 // copies of the busier direction. The margin keeps work near the line from
 // changing its chunks from one learning to the next.
 bool kernels_dominate(double kernel_ms, double h2d_ms, double d2h_ms);
 
-// `host_copies_both_ways`: the host copies the run's data through the pinned
-// slots on the way in and on the way out. `kernel_bound`: the kernels are
-// known to take longer than the copies (kernels_dominate): the chunks then
-// ramp up from 512 KiB, or from a sixteenth of the chunk for a `replayed`
-// run (never for a run the host copies both ways, where the host is what
-// the run waits on).
-Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, bool host_copies_both_ways = false,
-                          bool kernel_bound = false, bool replayed = false);
+// The chunks for `item_count` items of `widest_item_bytes`. Kernel-bound
+// runs (never one the host copies both ways, where the host is what the run
+// waits on) ramp up from 512 KiB, or from a sixteenth of the chunk where
+// replayed; where their kernels overlap and the usual chunk is 2 MiB or
+// less, every chunk is 512 KiB instead.
+Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, RunFacts run = {});
 
 // The plan a pipeline with these options cuts `item_count` items into. A
 // chunk size set in the options means chunks of that size, ramped only when
-// first_chunk_items is set too; `kernel_bound` counts only where the options
-// leave the chunk size to the pipeline and let it adapt.
+// first_chunk_items is set too; `run.kernel_bound` counts only where the
+// options leave the chunk size to the pipeline and let it adapt, and
+// `run.kernels_overlap` is the options' (more than one compute stream).
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
-                      bool host_copies_both_ways = false, bool kernel_bound = false, bool replayed = false);
+                      RunFacts run = {});
 
 }  // namespace sluice

@@ -43,7 +43,8 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
     learning_ = kernel_bound.chunk_count() != s.chunk_count() ||
                 (kernel_bound.chunk_count() > 0 && kernel_bound.plan().chunk(0) != s.plan().chunk(0));
     if (learning_)
-      learnt_plan_ = std::to_string(kernel_bound.chunk_count()) + " chunks, the first and last of " +
+      learnt_plan_ = std::to_string(kernel_bound.chunk_count()) +
+                     (kernel_bound.plan().is_ramped() ? " chunks, the first and last of " : " chunks of ") +
                      format_bytes(kernel_bound.plan().chunk(0).size() * widest);
   }
   allocated_ = core_.rings().prepare(s, exec_);

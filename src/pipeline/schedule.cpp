@@ -184,7 +184,8 @@ Schedule plan_schedule(const PipelineOptions& options, std::vector<SpanShape> sp
     host_out |= s.host_pass() && s.copied_out();
   }
   ScheduleInput in;
-  in.plan = plan_chunks(options, items, widest, host_in && host_out, kernel_bound, replayed);
+  in.plan = plan_chunks(options, items, widest,
+                        {.host_copies_both_ways = host_in && host_out, .kernel_bound = kernel_bound, .replayed = replayed});
   in.spans = std::move(spans);
   in.depth = options.depth;
   in.compute_streams = compute_stream_count(options);

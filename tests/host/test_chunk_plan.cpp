@@ -159,7 +159,7 @@ TEST(DefaultChunking, SquareRootOfTheDataWithinLimitsNoRamp) {
 TEST(DefaultChunking, HostCopiesBothWaysUse4MiBChunks) {
   constexpr std::size_t MiB = 1 << 20;
   auto chunk_mib = [](std::size_t floats) {
-    return static_cast<double>(sluice::default_chunking(floats, 4, true).chunk_items) * 4 / MiB;
+    return static_cast<double>(sluice::default_chunking(floats, 4, {.host_copies_both_ways = true}).chunk_items) * 4 / MiB;
   };
   EXPECT_EQ(chunk_mib(256 * MiB), 4.0);         // 1 GiB: 4 MiB, not 16
   EXPECT_EQ(chunk_mib(16 * 1024 * MiB), 4.0);   // 64 GiB
@@ -172,10 +172,10 @@ TEST(DefaultChunking, HostCopiesBothWaysUse4MiBChunks) {
   // Otherwise the usual sizes; and the plan follows the flag.
   EXPECT_EQ(static_cast<double>(sluice::default_chunking(256 * MiB, 4).chunk_items) * 4 / MiB, 16.0);
   sluice::PipelineOptions o;
-  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, true).chunk_items(), MiB);
-  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, false).chunk_items(), 4 * MiB);
+  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, {.host_copies_both_ways = true}).chunk_items(), MiB);
+  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4).chunk_items(), 4 * MiB);
   o.chunk_items = 1000;  // a size set in the options is kept either way
-  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, true).chunk_items(), 1000u);
+  EXPECT_EQ(sluice::plan_chunks(o, 256 * MiB, 4, {.host_copies_both_ways = true}).chunk_items(), 1000u);
 }
 
 TEST(PlanChunks, OptionsDecideTheShape) {
@@ -207,30 +207,60 @@ TEST(DefaultChunking, KernelsThatDominateRampFrom512KiB) {
   EXPECT_TRUE(sluice::kernels_dominate(1.0, 0.0, 0.0));   // nothing copied: the kernels are all there is
   sluice::PipelineOptions o;
   // 4 MiB of floats: 512 KiB, then the usual 1 MiB chunks, and 512 KiB last.
-  auto plan = sluice::plan_chunks(o, MiB, 4, false, true);
+  auto plan = sluice::plan_chunks(o, MiB, 4, {.kernel_bound = true});
   ASSERT_TRUE(plan.is_ramped());
   EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
   EXPECT_EQ(plan.chunk(plan.chunk_count() - 1).size() * 4, 512 * KiB);
   EXPECT_EQ(plan.chunk_items() * 4, MiB);
   EXPECT_EQ(plan.chunk_count(), 5u);
   // 1 GiB: up from 512 KiB by doubling to the usual 16 MiB (the middle's chunks balanced, no larger).
-  plan = sluice::plan_chunks(o, 256 * MiB, 4, false, true);
+  plan = sluice::plan_chunks(o, 256 * MiB, 4, {.kernel_bound = true});
   EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
   EXPECT_EQ(plan.chunk(1).size() * 4, MiB);
   EXPECT_LE(plan.chunk_items() * 4, 16 * MiB);
   EXPECT_GT(plan.chunk_items() * 4, 15 * MiB);
   // 2 MiB, one chunk otherwise: 512 KiB, 1 MiB, 512 KiB.
-  plan = sluice::plan_chunks(o, MiB / 2, 4, false, true);
+  plan = sluice::plan_chunks(o, MiB / 2, 4, {.kernel_bound = true});
   EXPECT_EQ(plan.chunk_count(), 3u);
   EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
   // No ramp where the host copies both ways, where the caller set the size,
   // or where adapting is off.
-  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, true, true).is_ramped());
+  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, {.host_copies_both_ways = true, .kernel_bound = true}).is_ramped());
   o.adapt_chunks = false;
-  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, false, true).is_ramped());
+  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, {.kernel_bound = true}).is_ramped());
   o = {};
   o.chunk_items = MiB;
-  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, false, true).is_ramped());
+  EXPECT_FALSE(sluice::plan_chunks(o, 256 * MiB, 4, {.kernel_bound = true}).is_ramped());
+}
+
+TEST(DefaultChunking, KernelsThatDominateAndOverlapUseEqualHalfMiBChunksUpTo16MiB) {
+  constexpr std::size_t KiB = 1024, MiB = KiB * KiB;
+  sluice::PipelineOptions o;
+  o.kernel_order = sluice::KernelOrder::independent;  // two compute streams
+  auto all_half_mib = [](const sluice::ChunkPlan& plan) {
+    for (std::size_t c = 0; c + 1 < plan.chunk_count(); ++c)
+      if (plan.chunk(c).size() * 4 != 512 * KiB) return false;
+    return !plan.is_ramped() && plan.chunk(plan.chunk_count() - 1).size() * 4 <= 512 * KiB;
+  };
+  // 4 MiB and 16 MiB of floats (usual chunks of 1 and 2 MiB): 8 and 32 chunks of 512 KiB.
+  EXPECT_TRUE(all_half_mib(sluice::plan_chunks(o, MiB, 4, {.kernel_bound = true})));
+  EXPECT_EQ(sluice::plan_chunks(o, MiB, 4, {.kernel_bound = true}).chunk_count(), 8u);
+  EXPECT_EQ(sluice::plan_chunks(o, 4 * MiB, 4, {.kernel_bound = true}).chunk_count(), 32u);
+  // 2 MiB, one chunk otherwise: four.
+  EXPECT_EQ(sluice::plan_chunks(o, MiB / 2, 4, {.kernel_bound = true}).chunk_count(), 4u);
+  // 64 MiB (usual 4 MiB chunks): the ramp from 512 KiB, as with one stream.
+  auto plan = sluice::plan_chunks(o, 16 * MiB, 4, {.kernel_bound = true});
+  ASSERT_TRUE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
+  EXPECT_GT(plan.chunk_items() * 4, 2 * MiB);
+  // Kernels in chunk order (one stream) ramp at 4 MiB; replayed runs keep their own ramp;
+  // copy-bound runs their equal usual chunks.
+  EXPECT_TRUE(sluice::plan_chunks({}, MiB, 4, {.kernel_bound = true}).is_ramped());
+  EXPECT_EQ(sluice::plan_chunks(o, MiB, 4, {.kernel_bound = true, .replayed = true}).chunk(0).size() * 4, 64 * KiB);
+  EXPECT_EQ(sluice::plan_chunks(o, MiB, 4).chunk_items() * 4, MiB);
+  // The rule is the options': an explicit single stream is not overlapping.
+  o.compute_streams = 1;
+  EXPECT_TRUE(sluice::plan_chunks(o, MiB, 4, {.kernel_bound = true}).is_ramped());
 }
 
 TEST(DefaultChunking, ReplayedRunsRampFromASixteenthOfTheChunk) {
@@ -238,7 +268,7 @@ TEST(DefaultChunking, ReplayedRunsRampFromASixteenthOfTheChunk) {
   sluice::PipelineOptions o;
   // 4 MiB of floats: from 64 KiB (a sixteenth of 1 MiB) by doubling up to
   // 1 MiB and back down (the middle's chunks balanced, no larger).
-  auto plan = sluice::plan_chunks(o, MiB, 4, false, true, true);
+  auto plan = sluice::plan_chunks(o, MiB, 4, {.kernel_bound = true, .replayed = true});
   ASSERT_TRUE(plan.is_ramped());
   EXPECT_EQ(plan.chunk(0).size() * 4, 64 * KiB);
   EXPECT_EQ(plan.chunk(1).size() * 4, 128 * KiB);
@@ -246,16 +276,16 @@ TEST(DefaultChunking, ReplayedRunsRampFromASixteenthOfTheChunk) {
   EXPECT_LE(plan.chunk_items() * 4, MiB);
   EXPECT_GT(plan.chunk_items() * 4, 512 * KiB);
   // 64 MiB: the usual 4 MiB chunks, from 256 KiB.
-  plan = sluice::plan_chunks(o, 16 * MiB, 4, false, true, true);
+  plan = sluice::plan_chunks(o, 16 * MiB, 4, {.kernel_bound = true, .replayed = true});
   EXPECT_LE(plan.chunk_items() * 4, 4 * MiB);
   EXPECT_GT(plan.chunk_items() * 4, 2 * MiB);
   EXPECT_EQ(plan.chunk(0).size() * 4, 256 * KiB);
   // 2 MiB, one chunk otherwise: from 64 KiB to 1 MiB.
-  plan = sluice::plan_chunks(o, MiB / 2, 4, false, true, true);
+  plan = sluice::plan_chunks(o, MiB / 2, 4, {.kernel_bound = true, .replayed = true});
   EXPECT_EQ(plan.chunk(0).size() * 4, 64 * KiB);
   EXPECT_LE(plan.chunk_items() * 4, MiB);
   // A replayed run whose kernels do not dominate keeps the usual equal chunks.
-  EXPECT_FALSE(sluice::plan_chunks(o, 16 * MiB, 4, false, false, true).is_ramped());
-  EXPECT_EQ(sluice::plan_chunks(o, 16 * MiB, 4, false, false, true).chunk_items(),
+  EXPECT_FALSE(sluice::plan_chunks(o, 16 * MiB, 4, {.replayed = true}).is_ramped());
+  EXPECT_EQ(sluice::plan_chunks(o, 16 * MiB, 4, {.replayed = true}).chunk_items(),
             sluice::plan_chunks(o, 16 * MiB, 4).chunk_items());
 }

@@ -90,7 +90,7 @@ TEST(Tuner, TheModelSeesTheSchedulesChunksAndSlots) {
   staged.spans = sluice::array_spans(1, 1, sizeof(float), true);
   staged.rates.stage_in_gbps = staged.rates.stage_out_gbps = staged.rates.stage_both_gbps = 50;
   const auto both = sluice::plan_schedule(staged.options, staged.spans, staged.items);
-  EXPECT_EQ(both.plan().chunk_items(), sluice::default_chunking(staged.items, sizeof(float), true).chunk_items);
+  EXPECT_EQ(both.plan().chunk_items(), sluice::default_chunking(staged.items, sizeof(float), {.host_copies_both_ways = true}).chunk_items);
   EXPECT_EQ(both.ring_size(sluice::Ring::pinned_in), 6u);
   std::size_t stage_ins = 0;
   for (const auto& i : sluice::predict(staged).timeline) stage_ins += i.lane == sluice::Lane::stage_in;

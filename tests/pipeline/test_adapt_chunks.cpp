@@ -1,6 +1,7 @@
 // Chunks that adapt to the work (PipelineOptions::adapt_chunks): the first
 // run times its stages; where the kernels took longer than the copies, later
-// runs ramp up from 512 KiB chunks. What was learnt is kept across rebind()
+// runs ramp up from 512 KiB chunks (or, where the kernels may overlap and the
+// data is small, are all 512 KiB). What was learnt is kept across rebind()
 // and forgotten with the callable; a run that fails learns nothing.
 // (Copy-bound work keeping its chunks, and replayed pipelines learning from
 // a timed capture, are GPU-only: tests/gpu/test_adapt_chunks.cu.)
@@ -60,6 +61,31 @@ TEST_P(PipelineTest, KernelsSlowerThanTheCopiesRampTheChunksOfLaterRuns) {
   EXPECT_TRUE(is_affine(values, out.span()));
   EXPECT_EQ(again.chunk_count, reports[0].chunk_count);
   EXPECT_FALSE(adapt_note(again).empty());
+}
+
+TEST_P(PipelineTest, KernelsThatMayOverlapAndDominateCutLaterRunsInto512KiBChunks) {
+  // 8 MiB of floats over two compute streams: six equal chunks at first;
+  // their kernels dominate, so later runs cut sixteen of 512 KiB, no ramp.
+  const std::size_t n = 8 * MiB / sizeof(float);
+  auto in = backend().pinned<float>(n), out = backend().pinned<float>(n);
+  const auto values = pattern(n);
+  std::copy(values.begin(), values.end(), in.begin());
+  PipelineOptions options;
+  options.kernel_order = sluice::KernelOrder::independent;
+  Pipeline p = pipeline(options);
+  const auto x = p.input(in.span());
+  const auto y = p.output(out.span());
+  p.compute([x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 1000, c[x].data(), c[y].data(), 2, 1); });
+  std::vector<RunReport> reports;
+  for (int run = 0; run < 2; ++run) {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    reports.push_back(p.run());
+    EXPECT_TRUE(is_affine(values, out.span())) << "run " << run;
+  }
+  const std::string learnt = adapt_note(reports[0]);
+  EXPECT_NE(learnt.find("16 chunks of 512 KiB"), std::string::npos) << learnt;
+  EXPECT_EQ(reports[1].chunk_count, 16u);
+  EXPECT_EQ(reports[1].chunk_items * sizeof(float), 512u << 10);
 }
 
 TEST_P(PipelineTest, WhatARunLearntIsKeptByRebindForgottenWithTheSpansAndNotLearntFromAFailure) {

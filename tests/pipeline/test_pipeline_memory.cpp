@@ -102,7 +102,7 @@ TEST_P(PipelineTest, StagingBothWaysPicksItsOwnDefaultChunks) {
   Pipeline staged = pipeline(o);
   affine(staged, staged.input(in), staged.output(out));
   const sluice::RunReport report = staged.run();
-  const std::size_t chunk = sluice::default_chunking(n, sizeof(float), true).chunk_items;
+  const std::size_t chunk = sluice::default_chunking(n, sizeof(float), {.host_copies_both_ways = true}).chunk_items;
   EXPECT_EQ(report.chunk_items, chunk);
   EXPECT_TRUE(is_affine(in, out));
   // Pinned slots: the schedule's stage-in ring on the way in, depth + 1 on the way out.
@@ -119,7 +119,7 @@ TEST_P(PipelineTest, StagingBothWaysPicksItsOwnDefaultChunks) {
   Pipeline in_only = pipeline(o);
   affine(in_only, in_only.input(in), in_only.output(pin_out.span()));
   EXPECT_EQ(in_only.run().chunk_items, sluice::default_chunking(n, sizeof(float)).chunk_items);
-  EXPECT_NE(sluice::default_chunking(n, sizeof(float), true).chunk_items,
+  EXPECT_NE(sluice::default_chunking(n, sizeof(float), {.host_copies_both_ways = true}).chunk_items,
             sluice::default_chunking(n, sizeof(float)).chunk_items);  // else this test tells nothing
 }
 

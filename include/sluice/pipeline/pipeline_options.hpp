@@ -59,7 +59,8 @@ struct PipelineOptions {
   // chunk, that run only), and when its kernels took a quarter longer than
   // its copies, later runs start and end with 512 KiB chunks ramping up to
   // the usual size, so the SMs wait less for the first chunk in and the last
-  // chunk out (src/pipeline/chunking.hpp says what it gains). The run that
+  // chunk out (with kernels that may overlap and up to 16 MiB of data, every
+  // chunk is 512 KiB; src/pipeline/chunking.hpp says what each gains). The run that
   // learns says so in its notes; a new compute callable learns again, a
   // rebind() keeps what was learnt. A replayed pipeline (Replay::graph)
   // learns from its first run, captured with timing marks, and ramps from a

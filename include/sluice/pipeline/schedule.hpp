@@ -197,7 +197,8 @@ class Schedule {
 // `kernel_bound`: the kernels are known to take longer than the copies (a
 // timed run showed it, or the model's rates say so); with the chunk size
 // left to the pipeline (PipelineOptions::adapt_chunks) the chunks then ramp,
-// from smaller chunks where the run is `replayed` (a captured graph).
+// from smaller chunks where the run is `replayed` (a captured graph), or,
+// with kernels that may overlap and up to 16 MiB of data, are all 512 KiB.
 Schedule plan_schedule(const PipelineOptions& options, std::vector<SpanShape> spans, std::size_t items,
                        bool caller_stream = false, bool kernel_bound = false, bool replayed = false);
 
