@@ -75,7 +75,7 @@ TEST_P(PipelineTest, KernelsThatMayOverlapAndDominateCutLaterRunsInto512KiBChunk
   Pipeline p = pipeline(options);
   const auto x = p.input(in.span());
   const auto y = p.output(out.span());
-  p.compute([x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 1000, c[x].data(), c[y].data(), 2, 1); });
+  p.compute([x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 10000, c[x].data(), c[y].data(), 2, 1); });
   std::vector<RunReport> reports;
   for (int run = 0; run < 2; ++run) {
     std::fill(out.begin(), out.end(), std::nanf(""));
