@@ -151,8 +151,8 @@ class Pipeline(_Spans):
         # kernel_order: "in_chunk_order" (default) runs the compute of chunk after chunk on one stream, as
         # chunk-to-chunk state needs; "independent" lets neighbouring chunks' compute overlap (two streams).
         # adapt_chunks: with chunk_items 0, the first run times its stages, and where the kernels took longer
-        # than the copies, later runs start and end with 512 KiB chunks (all 512 KiB for independent kernels
-        # over 16 MiB or less; its notes say which).
+        # than the copies, later runs start and end with 512 KiB chunks (with independent kernels on two
+        # streams or more and 16 MiB of data or less, every chunk is 512 KiB; its notes say which).
         self._options = dict(chunk_items=chunk_items, first_chunk_items=first_chunk_items, ramp=ramp,
                              adapt_chunks=adapt_chunks, depth=depth,
                              kernel_order=kernel_order, compute_streams=compute_streams,

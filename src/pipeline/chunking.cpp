@@ -11,15 +11,16 @@ bool kernels_dominate(double kernel_ms, double h2d_ms, double d2h_ms) {
 
 Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, RunFacts run) {
   constexpr std::size_t KiB = 1024, MiB = KiB * KiB;
-  // The smallest chunk whose host work (about 12 us a chunk) a dominating kernel hides.
-  constexpr std::size_t kernel_bound_first_bytes = 512 * KiB;
+  // The smallest chunk whose host work (about 12 us a chunk) a dominating
+  // kernel hides: where a ramp starts, or every chunk (chunking.hpp).
+  constexpr std::size_t kernel_bound_small_bytes = 512 * KiB;
   if (item_count == 0 || widest_item_bytes == 0) return {1, 1};
   const std::size_t bytes = item_count * widest_item_bytes;
   auto items_of = [&](std::size_t b) { return std::min(item_count, std::max<std::size_t>(1, b / widest_item_bytes)); };
   const bool kernel_bound = run.kernel_bound && !run.host_copies_both_ways;
   std::size_t chunk_bytes = 0;
   if (bytes <= 2 * MiB) {
-    // One chunk, unless the kernels dominate: then 1 MiB chunks ramped as below.
+    // One chunk, unless the kernels dominate: then chunks of 1 MiB at most, cut as below.
     if (!kernel_bound) return {item_count, item_count};
     chunk_bytes = MiB;
   } else {
@@ -36,14 +37,18 @@ Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes,
   // Where the kernels dominate (chunking.hpp has the measurements).
   if (run.replayed) return {chunk, std::min(chunk, items_of(std::max(64 * KiB, chunk_bytes / 16)))};
   if (run.kernels_overlap && chunk_bytes <= 2 * MiB) {
-    const std::size_t equal = items_of(kernel_bound_first_bytes);
+    const std::size_t equal = items_of(kernel_bound_small_bytes);
     return {equal, equal};
   }
-  return {chunk, std::min(chunk, items_of(kernel_bound_first_bytes))};
+  return {chunk, std::min(chunk, items_of(kernel_bound_small_bytes))};
+}
+
+bool may_adapt_chunks(const PipelineOptions& options) {
+  return options.adapt_chunks && options.chunk_items == 0 && options.first_chunk_items == 0 && options.ramp;
 }
 
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t items, std::size_t widest_item_bytes, RunFacts run) {
-  run.kernel_bound = run.kernel_bound && options.adapt_chunks;
+  run.kernel_bound = run.kernel_bound && may_adapt_chunks(options);
   run.kernels_overlap = compute_stream_count(options) > 1;
   Chunking chunking = options.chunk_items > 0 ? Chunking{options.chunk_items, options.chunk_items}
                                               : default_chunking(items, widest_item_bytes, run);

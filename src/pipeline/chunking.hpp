@@ -132,11 +132,16 @@ bool kernels_dominate(double kernel_ms, double h2d_ms, double d2h_ms);
 // less, every chunk is 512 KiB instead.
 Chunking default_chunking(std::size_t item_count, std::size_t widest_item_bytes, RunFacts run = {});
 
+// Whether these options leave the chunks to the pipeline, so a run's
+// kernels may change them (adapt_chunks on, no chunk size or first chunk
+// set, the ramp not refused).
+bool may_adapt_chunks(const PipelineOptions& options);
+
 // The plan a pipeline with these options cuts `item_count` items into. A
 // chunk size set in the options means chunks of that size, ramped only when
-// first_chunk_items is set too; `run.kernel_bound` counts only where the
-// options leave the chunk size to the pipeline and let it adapt, and
-// `run.kernels_overlap` is the options' (more than one compute stream).
+// first_chunk_items is set too; `run.kernel_bound` counts only where
+// may_adapt_chunks(options), and `run.kernels_overlap` is the options' (more
+// than one compute stream), whatever the caller set.
 ChunkPlan plan_chunks(const PipelineOptions& options, std::size_t item_count, std::size_t widest_item_bytes,
                       RunFacts run = {});
 

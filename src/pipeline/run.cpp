@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "chunking.hpp"
 #include "sluice/core/byte_size.hpp"
 
 namespace sluice::detail {
@@ -24,11 +25,9 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   if (replayed)
     if (const std::string why = cannot_replay(); !why.empty())
       throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
-  // Chunks the pipeline may adapt: sizes left to it, no ramp asked for or
-  // refused. A replayed pipeline learns from its first run too: that run is
-  // captured with a timing mark around every stage.
-  const bool adapts =
-      options.adapt_chunks && options.chunk_items == 0 && options.first_chunk_items == 0 && options.ramp;
+  // A replayed pipeline learns from its first run too: that run is captured
+  // with a timing mark around every stage.
+  const bool adapts = may_adapt_chunks(options);
   const bool unlearnt = adapts && !core_.kernel_bound().has_value();
   schedule_.emplace(plan_schedule(options, unlearnt ? shapes : std::move(shapes), spans.item_count(),
                                   caller.has_value(), adapts && core_.kernel_bound().value_or(false), replayed));

@@ -248,11 +248,25 @@ TEST(DefaultChunking, KernelsThatDominateAndOverlapUseEqualHalfMiBChunksUpTo16Mi
   EXPECT_EQ(sluice::plan_chunks(o, 4 * MiB, 4, {.kernel_bound = true}).chunk_count(), 32u);
   // 2 MiB, one chunk otherwise: four.
   EXPECT_EQ(sluice::plan_chunks(o, MiB / 2, 4, {.kernel_bound = true}).chunk_count(), 4u);
-  // 64 MiB (usual 4 MiB chunks): the ramp from 512 KiB, as with one stream.
+  // 64 MiB (usual 4 MiB chunks), and just over 16 MiB (just over 2 MiB):
+  // the ramp from 512 KiB, as with one stream.
   auto plan = sluice::plan_chunks(o, 16 * MiB, 4, {.kernel_bound = true});
   ASSERT_TRUE(plan.is_ramped());
   EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
   EXPECT_GT(plan.chunk_items() * 4, 2 * MiB);
+  plan = sluice::plan_chunks(o, 4 * MiB + 64 * KiB, 4, {.kernel_bound = true});
+  ASSERT_TRUE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk(0).size() * 4, 512 * KiB);
+  // Items wider than 512 KiB: one item a chunk.
+  EXPECT_EQ(sluice::plan_chunks(o, 8, MiB, {.kernel_bound = true}).chunk_count(), 8u);
+  // Options that fix the shape keep it: no ramp refused, no first chunk set.
+  sluice::PipelineOptions fixed = o;
+  fixed.ramp = false;
+  EXPECT_EQ(sluice::plan_chunks(fixed, MiB, 4, {.kernel_bound = true}).chunk_items() * 4, MiB);
+  fixed = o;
+  fixed.first_chunk_items = 64 * KiB / 4;
+  EXPECT_EQ(sluice::plan_chunks(fixed, MiB, 4, {.kernel_bound = true}).chunk_items(),
+            sluice::plan_chunks(fixed, MiB, 4).chunk_items());
   // Kernels in chunk order (one stream) ramp at 4 MiB; replayed runs keep their own ramp;
   // copy-bound runs their equal usual chunks.
   EXPECT_TRUE(sluice::plan_chunks({}, MiB, 4, {.kernel_bound = true}).is_ramped());
