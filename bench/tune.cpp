@@ -128,6 +128,7 @@ std::vector<TuneCase> run_tune(const TuneOptions& o, const std::function<void(co
       base.kernel.ms_per_item = bound.kernel_ms / static_cast<double>(items);
       base.spans = array_spans(static_cast<unsigned>(w.input_count()), 1, sizeof(float), o.pageable);
       base.items = items;
+      c.model_input = base;
       for (auto& point : c.sweep) point.model_ms = predict(with_setting(base, point.options)).ms;
       const ModelChoice pick = choose_with_model(base);
       c.model_label = describe(pick.options, sizeof(float));

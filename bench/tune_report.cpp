@@ -106,6 +106,49 @@ std::string tune_text(const std::vector<TuneCase>& cases) {
   return out;
 }
 
+namespace {
+
+// A setting as the model reads it (with_setting).
+nlohmann::json options_json(const PipelineOptions& o) {
+  return {{"chunk_items", o.chunk_items},
+          {"first_chunk_items", o.first_chunk_items},
+          {"ramp", o.ramp},
+          {"depth", o.depth},
+          {"compute_streams", compute_stream_count(o)}};
+}
+
+// The model's input but for the options: the engine rates, the fixed costs, the kernel and the spans.
+nlohmann::json model_input_json(const ModelInput& in) {
+  const EngineRates& r = in.rates;
+  const FixedCosts& f = in.fixed;
+  nlohmann::json spans = nlohmann::json::array();
+  for (const SpanShape& s : in.spans)
+    spans.push_back({{"role", s.role == SpanRole::input ? "input" : s.role == SpanRole::output ? "output" : "inout"},
+                     {"path", to_string(s.path)},
+                     {"item_bytes", s.item_bytes}});
+  return {{"items", in.items},
+          {"spans", spans},
+          {"kernel_ms_per_item", in.kernel.ms_per_item},
+          {"kernel_fixed_ms", in.kernel.fixed_ms},
+          {"rates_gbps", {{"h2d", r.h2d_gbps},
+                          {"d2h", r.d2h_gbps},
+                          {"both", r.both_gbps},
+                          {"h2d_heavy", {r.h2d_heavy.h2d_gbps, r.h2d_heavy.d2h_gbps}},
+                          {"d2h_heavy", {r.d2h_heavy.h2d_gbps, r.d2h_heavy.d2h_gbps}},
+                          {"stage_in", r.stage_in_gbps},
+                          {"stage_out", r.stage_out_gbps},
+                          {"stage_both", r.stage_both_gbps},
+                          {"staging_beside_link", {r.staging_beside_link.stage_gbps, r.staging_beside_link.link_gbps}}}},
+          {"fixed_ms", {{"copy", f.copy_ms},
+                        {"launch", f.launch_ms},
+                        {"wake", f.wake_ms},
+                        {"chunk", f.chunk_ms},
+                        {"run", f.run_ms},
+                        {"stage", f.stage_ms}}}};
+}
+
+}  // namespace
+
 std::string tune_json(const std::vector<TuneCase>& cases, int indent) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : cases) {
@@ -113,6 +156,7 @@ std::string tune_json(const std::vector<TuneCase>& cases, int indent) {
     for (const auto& p : c.sweep) {
       nlohmann::json j = row_json(p.row);
       j["setting"] = p.label;
+      j["options"] = options_json(p.options);
       j["model_ms"] = c.replayed ? nlohmann::json(nullptr) : nlohmann::json(p.model_ms);
       sweep.push_back(j);
     }
@@ -134,6 +178,7 @@ std::string tune_json(const std::vector<TuneCase>& cases, int indent) {
                    {"sweep", sweep},
                    {"model_pick", c.replayed ? nlohmann::json(nullptr) : nlohmann::json(c.model_label)},
                    {"model_pick_ms", c.replayed ? nlohmann::json(nullptr) : nlohmann::json(c.model_pick_ms)},
+                   {"model_input", c.replayed ? nlohmann::json(nullptr) : model_input_json(c.model_input)},
                    {"model_errors", c.replayed ? nlohmann::json(nullptr)
                                                : nlohmann::json{{"median_abs", e.median_abs},
                                                                 {"worst", e.worst},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "measured_row.hpp"
+#include "sluice/measure/model.hpp"
 #include "sluice/pipeline/pipeline_options.hpp"
 
 namespace sluice::bench {
@@ -32,6 +33,9 @@ struct TuneCase {
   std::vector<TunePoint> finalists;
   std::string model_label;       // the model's pick, measured in the sweep; empty for a replayed sweep
   double model_pick_ms = 0;
+  // What the model was given (its options are each setting's): in the JSON,
+  // so its predictions can be played again, and checked, with no GPU.
+  ModelInput model_input;
 
   // The fastest setting: of the finalists, or of the sweep without them.
   const TunePoint& best() const { return finalists.empty() ? sweep.front() : finalists.front(); }
