@@ -171,7 +171,12 @@ Prediction predict(const Schedule& s, const EngineRates& r, const FixedCosts& fi
         double deps_at = 0;
         for (std::size_t d : t.deps) deps_at = tasks[d].end < 0 || deps_at < 0 ? -1 : std::max(deps_at, tasks[d].end);
         if (deps_at < 0) continue;
-        t.ready = std::max(free_at[e], deps_at);
+        // A kernel's start after its input's event (launch_ms) passes while
+        // the kernel before it still holds the SMs: the GPU has it queued. A
+        // copy's latency is its own: copies on one engine pay theirs in turn.
+        const double hop = e == compute ? t.latency : 0;
+        t.ready = std::max(free_at[e], deps_at + hop);
+        t.latency -= hop;
         // The staging threads wait for work when they have none: a job that
         // comes to an idle pool pays for waking them; one queued behind
         // another finds them awake.

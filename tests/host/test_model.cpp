@@ -53,6 +53,23 @@ TEST(Model, ComputeBoundChunksOverlapTheirCopies) {
   EXPECT_NEAR(p.ms, 22, 1e-9);
 }
 
+TEST(Model, AQueuedKernelStartsAsTheOneBeforeItEnds) {
+  // Two chunks, 1 ms copies, 10 ms kernels, a kernel's start after its
+  // event 0.5 ms: kernel 1's input is in at 2 ms, so its start-up has passed
+  // long before kernel 0 frees the SMs at 11.5; only the first pays it.
+  // Copies pay their latency each, in turn on their engine.
+  ModelInput in = plain(100'000'000, 50'000'000);
+  in.kernel.ms_per_item = 10.0 / 50'000'000;
+  in.fixed.launch_ms = 0.5;
+  in.fixed.copy_ms = 0.1;
+  const auto p = predict(in);
+  // h2d0 [0.1,1.1] h2d1 [1.2,2.2] k0 [1.6,11.6] k1 [11.6,21.6] d2h0 [11.7,12.7] d2h1 [21.7,22.7]
+  EXPECT_NEAR(find(p, Lane::h2d, 1)->start_ms, 1.2, 1e-9);
+  EXPECT_NEAR(find(p, Lane::compute, 0)->start_ms, 1.6, 1e-9);
+  EXPECT_NEAR(find(p, Lane::compute, 1)->start_ms, 11.6, 1e-9);
+  EXPECT_NEAR(p.ms, 22.7, 1e-9);
+}
+
 TEST(Model, CopiesInBothDirectionsShareTheLink) {
   ModelInput in = plain(200'000'000, 100'000'000);  // 2 chunks of 100 MB
   in.rates.both_gbps = 50;                          // at once, each direction gets 25 GB/s
