@@ -177,6 +177,14 @@ Prediction predict(const Schedule& s, const EngineRates& r, const FixedCosts& fi
         const double hop = e == compute ? t.latency : 0;
         t.ready = std::max(free_at[e], deps_at + hop);
         t.latency -= hop;
+        // A copy held up by an event from another lane (a D2H by its kernel,
+        // an H2D by its slot's last D2H) starts hop_ms after it, besides its latency.
+        if ((e == h2d || e == d2h) && t.present && deps_at > free_at[e])
+          for (std::size_t d : t.deps)
+            if (tasks[d].engine != e && tasks[d].engine != driver && tasks[d].end >= deps_at) {
+              t.ready = deps_at + fixed.hop_ms;
+              break;
+            }
         // The staging threads wait for work when they have none: a job that
         // comes to an idle pool pays for waking them; one queued behind
         // another finds them awake.
