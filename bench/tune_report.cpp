@@ -144,8 +144,7 @@ nlohmann::json model_input_json(const ModelInput& in) {
                         {"wake", f.wake_ms},
                         {"chunk", f.chunk_ms},
                         {"run", f.run_ms},
-                        {"stage", f.stage_ms},
-                        {"hop", f.hop_ms}}}};
+                        {"stage", f.stage_ms}}}};
 }
 
 }  // namespace

@@ -66,28 +66,6 @@ FixedCosts measure_fixed_costs(int device) {
   }
   costs.launch_ms = median_of(starts);
 
-  // A copy queued behind an event in another stream, from the event to the
-  // copy's end, less the same copy timed in its own stream: what a copy
-  // waiting on another lane (a D2H on its kernel, an H2D on its slot's last
-  // D2H) pays beyond its latency.
-  {
-    auto word_copy = [&](StreamView s) {
-      SLUICE_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), 4, cudaMemcpyHostToDevice, s.get()));
-    };
-    const double alone = median_of(time_with_events(stream, 2, 15, word_copy));
-    std::vector<double> hops;
-    for (int i = 0; i < 20; ++i) {
-      spin_for<<<1, 1, 0, other.get()>>>(static_cast<long long>(khz) / 10);  // 100 us: the copy below is queued first
-      ready.record(other);
-      stream.wait(ready);
-      word_copy(stream);
-      finished.record(stream);
-      finished.synchronize();
-      if (i >= 2) hops.push_back(elapsed_ms(ready, finished));
-    }
-    costs.hop_ms = std::max(0.0, median_of(hops) - alone);
-  }
-
   // A thread blocked on an event, woken when a 200 us kernel ends.
   Event blocking(Event::Timing::disabled, Event::Wait::block);
   std::vector<double> wakes;

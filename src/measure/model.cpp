@@ -171,20 +171,7 @@ Prediction predict(const Schedule& s, const EngineRates& r, const FixedCosts& fi
         double deps_at = 0;
         for (std::size_t d : t.deps) deps_at = tasks[d].end < 0 || deps_at < 0 ? -1 : std::max(deps_at, tasks[d].end);
         if (deps_at < 0) continue;
-        // A kernel's start after its input's event (launch_ms) passes while
-        // the kernel before it still holds the SMs: the GPU has it queued. A
-        // copy's latency is its own: copies on one engine pay theirs in turn.
-        const double hop = e == compute ? t.latency : 0;
-        t.ready = std::max(free_at[e], deps_at + hop);
-        t.latency -= hop;
-        // A copy held up by an event from another lane (a D2H by its kernel,
-        // an H2D by its slot's last D2H) starts hop_ms after it, besides its latency.
-        if ((e == h2d || e == d2h) && t.present && deps_at > free_at[e])
-          for (std::size_t d : t.deps)
-            if (tasks[d].engine != e && tasks[d].engine != driver && tasks[d].end >= deps_at) {
-              t.ready = deps_at + fixed.hop_ms;
-              break;
-            }
+        t.ready = std::max(free_at[e], deps_at);
         // The staging threads wait for work when they have none: a job that
         // comes to an idle pool pays for waking them; one queued behind
         // another finds them awake.

@@ -247,7 +247,6 @@ void measure_fixed_costs(ProbeResult& r, Stream& s1, Stream& s2) {
   const FixedCosts model = sluice::measure_fixed_costs(r.device.ordinal);
   r.fixed_costs.push_back(measured("model: copy latency", 0, {model.copy_ms}));
   r.fixed_costs.push_back(measured("model: kernel start after its event", 0, {model.launch_ms}));
-  r.fixed_costs.push_back(measured("model: copy start after an event in another stream", 0, {model.hop_ms}));
   r.fixed_costs.push_back(measured("model: blocked thread wake-up", 0, {model.wake_ms}));
   r.fixed_costs.push_back(measured("model: host work per chunk", 0, {model.chunk_ms}));
   r.fixed_costs.push_back(measured("model: staging job hand-off", 0, {model.stage_ms}));

@@ -40,7 +40,6 @@ TEST_F(ProbeTest, SmallProbeMeasuresEveryRow) {
   EXPECT_EQ(fixed, (std::vector<std::string>{"kernel launch (submit)", "kernel launch to completion",
                                              "cudaMemcpyAsync submit (4 B pinned)", "event record", "cudaStreamWaitEvent",
                                              "model: copy latency", "model: kernel start after its event",
-                                             "model: copy start after an event in another stream",
                                              "model: blocked thread wake-up", "model: host work per chunk",
                                              "model: staging job hand-off", "model: a run's own start and end",
                                              "host function round trip"}));

@@ -19,7 +19,7 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 // costs next to nothing: what chunk size wins is up to the fixed costs.
 ModelInput copy_bound() {
   ModelInput in;
-  in.fixed = {0, 0, 0, 0, 0, 0, 0};
+  in.fixed = {0, 0, 0, 0, 0, 0};
   in.rates.h2d_gbps = in.rates.d2h_gbps = 50;
   in.rates.both_gbps = 100;
   in.kernel.ms_per_item = 1e-9;

@@ -277,7 +277,6 @@ FixedCosts fixed_costs_of(const ProbeResult& r) {
   for (const auto& m : r.fixed_costs) {
     if (m.name == "model: copy latency") costs.copy_ms = m.ms.median;
     if (m.name == "model: kernel start after its event") costs.launch_ms = m.ms.median;
-    if (m.name == "model: copy start after an event in another stream") costs.hop_ms = m.ms.median;
     if (m.name == "model: blocked thread wake-up") costs.wake_ms = m.ms.median;
     if (m.name == "model: host work per chunk") costs.chunk_ms = m.ms.median;
     if (m.name == "model: staging job hand-off") costs.stage_ms = m.ms.median;

@@ -32,7 +32,6 @@ struct FixedCosts {
   double chunk_ms = 0.01;    // the host's work to enqueue one chunk
   double run_ms = 0.05;      // a run's own start and end (RunReport::overhead of a run of one tiny chunk)
   double stage_ms = 0.03;    // a job handed to the staging threads and back, beyond its bytes
-  double hop_ms = 0.005;     // a copy's start after an event from another stream, beyond its latency
 };
 
 struct KernelCost {
