@@ -94,8 +94,15 @@ TEST(TuneReport, DefaultsTwiceWithTheirSpreadAndTheTargets) {
   c.bytes = 256 * MiB;
   c.defaults = row("copy", c.bytes, "defaults", RowKind::sluice, runs(5.10));
   c.defaults_again = row("copy", c.bytes, "defaults, again", RowKind::sluice, runs(5.12));
-  TunePoint best{{}, "8 MiB chunks, depth 6", row("copy", c.bytes, "8 MiB", RowKind::sluice, runs(5.0)), 5.2};
+  sluice::PipelineOptions eight;
+  eight.chunk_items = 2 * MiB;
+  eight.depth = 6;
+  TunePoint best{eight, "8 MiB chunks, depth 6", row("copy", c.bytes, "8 MiB", RowKind::sluice, runs(5.0)), 5.2};
   c.sweep = {best};
+  c.model_input.items = c.bytes / 4;
+  c.model_input.spans = sluice::array_spans(1, 1, 4, false);
+  c.model_input.rates.h2d_gbps = 55;
+  c.model_input.fixed.chunk_ms = 0.012;
   c.finalists = {best};
   const std::vector<TuneCase> cases{c};
   const std::string text = tune_text(cases);
@@ -106,5 +113,14 @@ TEST(TuneReport, DefaultsTwiceWithTheirSpreadAndTheTargets) {
   const auto j = nlohmann::json::parse(tune_json(cases));
   EXPECT_EQ(j.at("cases")[0].at("defaults_again").at("samples_ms").size(), 5u);
   EXPECT_EQ(j.at("cases")[0].at("sweep")[0].at("setting"), "8 MiB chunks, depth 6");
+  // What the model was given, so its predictions can be played again with no GPU.
+  EXPECT_EQ(j.at("cases")[0].at("sweep")[0].at("options").at("chunk_items"), 2 * MiB);
+  EXPECT_EQ(j.at("cases")[0].at("sweep")[0].at("options").at("depth"), 6u);
+  const auto& input = j.at("cases")[0].at("model_input");
+  EXPECT_EQ(input.at("items"), c.bytes / 4);
+  EXPECT_EQ(input.at("spans").size(), 2u);
+  EXPECT_EQ(input.at("spans")[1].at("role"), "output");
+  EXPECT_DOUBLE_EQ(input.at("rates_gbps").at("h2d").get<double>(), 55.0);
+  EXPECT_DOUBLE_EQ(input.at("fixed_ms").at("chunk").get<double>(), 0.012);
   EXPECT_FALSE(j.at("targets").at("checks").empty());
 }
