@@ -5,7 +5,9 @@
 // and forgotten with the callable; a run that fails learns nothing.
 // (Copy-bound work keeping its chunks, and replayed pipelines learning from
 // a timed capture, are GPU-only: tests/gpu/test_adapt_chunks.cu.)
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +23,18 @@ namespace sluice::test {
 
 namespace {
 constexpr std::size_t MiB = std::size_t{1} << 20;
+
+// `count` runs of `p`, the output poisoned before each and checked after it
+// to be 2x + 1 of `values`.
+std::vector<RunReport> checked_runs(Pipeline& p, int count, std::span<float> out, const std::vector<float>& values) {
+  std::vector<RunReport> reports;
+  for (int run = 0; run < count; ++run) {
+    std::fill(out.begin(), out.end(), std::nanf(""));
+    reports.push_back(p.run());
+    EXPECT_TRUE(is_affine(values, out)) << "run " << run;
+  }
+  return reports;
+}
 }  // namespace
 
 TEST_P(PipelineTest, KernelsSlowerThanTheCopiesRampTheChunksOfLaterRuns) {
@@ -36,12 +50,7 @@ TEST_P(PipelineTest, KernelsSlowerThanTheCopiesRampTheChunksOfLaterRuns) {
   auto slow = [x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 3000, c[x].data(), c[y].data(), 2, 1); };
   p.compute(slow);
 
-  std::vector<RunReport> reports;
-  for (int run = 0; run < 3; ++run) {
-    std::fill(out.begin(), out.end(), std::nanf(""));
-    reports.push_back(p.run());
-    EXPECT_TRUE(is_affine(values, out.span())) << "run " << run;
-  }
+  const std::vector<RunReport> reports = checked_runs(p, 3, out.span(), values);
   const std::string learnt = adapt_note(reports[0]);
   ASSERT_FALSE(learnt.empty()) << "the first run said nothing of its chunks";
   EXPECT_NE(learnt.find("512 KiB"), std::string::npos) << learnt;
@@ -76,12 +85,7 @@ TEST_P(PipelineTest, KernelsThatMayOverlapAndDominateCutLaterRunsInto512KiBChunk
   const auto x = p.input(in.span());
   const auto y = p.output(out.span());
   p.compute([x, y, b = &backend()](const Chunk& c) { b->late_affine(c, 10000, c[x].data(), c[y].data(), 2, 1); });
-  std::vector<RunReport> reports;
-  for (int run = 0; run < 2; ++run) {
-    std::fill(out.begin(), out.end(), std::nanf(""));
-    reports.push_back(p.run());
-    EXPECT_TRUE(is_affine(values, out.span())) << "run " << run;
-  }
+  const std::vector<RunReport> reports = checked_runs(p, 2, out.span(), values);
   const std::string learnt = adapt_note(reports[0]);
   EXPECT_NE(learnt.find("16 chunks of 512 KiB"), std::string::npos) << learnt;
   EXPECT_EQ(reports[1].chunk_count, 16u);
