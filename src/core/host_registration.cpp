@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/page_lock_ledger.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice {
@@ -30,6 +31,7 @@ HostRegistration::HostRegistration(void* ptr, std::size_t bytes, unsigned flags)
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   r.ranges[static_cast<const char*>(ptr)] = bytes;
+  detail::ledger_locked(ptr, bytes);
 }
 
 HostRegistration::~HostRegistration() { release(); }
@@ -53,7 +55,9 @@ void HostRegistration::release() noexcept {
     std::lock_guard lock(r.mutex);
     r.ranges.erase(static_cast<const char*>(ptr_));
   }
-  SLUICE_CUDA_CHECK_NOTHROW(cudaHostUnregister(ptr_));
+  const cudaError_t unregistered = cudaHostUnregister(ptr_);
+  detail::ledger_unlocked(ptr_, unregistered != cudaSuccess);
+  SLUICE_CUDA_CHECK_NOTHROW(unregistered);
   ptr_ = nullptr;
   bytes_ = 0;
 }
