@@ -13,8 +13,13 @@ namespace sluice {
 namespace {
 // Live registrations by start address, so memory_kind() can say `registered`.
 struct Registry {
+  struct Range {
+    std::size_t bytes = 0;
+    std::uint64_t number = 0;
+  };
   std::mutex mutex;
-  std::map<const char*, std::size_t> ranges;
+  std::map<const char*, Range> ranges;
+  std::uint64_t last_number = 0;
 };
 Registry& registry() {
   static Registry instance;
@@ -30,7 +35,7 @@ HostRegistration::HostRegistration(void* ptr, std::size_t bytes, unsigned flags)
   bytes_ = bytes;
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  r.ranges[static_cast<const char*>(ptr)] = bytes;
+  r.ranges[static_cast<const char*>(ptr)] = {bytes, ++r.last_number};
   detail::ledger_locked(ptr, bytes);
 }
 
@@ -62,14 +67,16 @@ void HostRegistration::release() noexcept {
   bytes_ = 0;
 }
 
-bool HostRegistration::covers(const void* ptr, std::size_t bytes) {
+bool HostRegistration::covers(const void* ptr, std::size_t bytes) { return number_covering(ptr, bytes) != 0; }
+
+std::uint64_t HostRegistration::number_covering(const void* ptr, std::size_t bytes) {
   const auto* p = static_cast<const char*>(ptr);
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   auto it = r.ranges.upper_bound(p);
-  if (it == r.ranges.begin()) return false;
+  if (it == r.ranges.begin()) return 0;
   --it;
-  return p >= it->first && p + bytes <= it->first + it->second;
+  return p >= it->first && p + bytes <= it->first + it->second.bytes ? it->second.number : 0;
 }
 
 }  // namespace sluice

@@ -45,7 +45,18 @@ struct Lookup {
   MemoryKind kind = MemoryKind::pageable;  // as the driver sees it (pinned, not yet registered)
   const char* start = nullptr;             // the allocation or registration holding a page-locked address
   std::size_t size = 0;
+  std::uint64_t allocation_id = 0;         // the driver's id of that allocation or registration; 0 if unknown
 };
+
+// Asked apart from the rest: a driver that cannot say it for some memory
+// must not cost the kind and range of that memory.
+std::uint64_t allocation_id(const char* p) {
+  unsigned long long id = 0;
+  CUpointer_attribute what[] = {CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void* into[] = {&id};
+  if (pointer_attributes_fn()(1, what, into, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) return 0;
+  return id;
+}
 
 Lookup look_up(const char* p) {
   CUmemorytype type{};
@@ -65,6 +76,7 @@ Lookup look_up(const char* p) {
   if (found.kind == MemoryKind::pinned) {
     found.start = reinterpret_cast<const char*>(start);
     found.size = size;
+    found.allocation_id = allocation_id(p);
   }
   return found;
 }
@@ -103,8 +115,10 @@ std::vector<MemoryExtent> memory_extents(const void* ptr, std::size_t bytes) {
     const auto [start, size] = locked_range(p, found);
     const char* stop = std::min(end, start + size);
     if (stop <= p) stop = p + 1;
-    const bool registered = HostRegistration::covers(p, static_cast<std::size_t>(stop - p));
-    extents.push_back({offset, static_cast<std::size_t>(stop - p), registered ? MemoryKind::registered : MemoryKind::pinned});
+    const std::uint64_t registration = HostRegistration::number_covering(p, static_cast<std::size_t>(stop - p));
+    extents.push_back({offset, static_cast<std::size_t>(stop - p),
+                       registration != 0 ? MemoryKind::registered : MemoryKind::pinned, found.allocation_id,
+                       registration});
     p = stop;
   }
   return extents;

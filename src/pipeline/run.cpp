@@ -22,9 +22,15 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
   const bool replayed = core_.replay() == Replay::graph;
   std::vector<SpanShape> shapes = spans.classify(options.host_memory, exec_, notes_, replayed);
   // Refused as soon as each span's path is known: before slots are allocated.
-  if (replayed)
+  if (replayed) {
     if (const std::string why = cannot_replay(); !why.empty())
       throw std::invalid_argument("this run cannot be replayed (Replay::graph): " + why);
+    for (std::size_t k = 0; k < spans.size(); ++k)
+      if (spans[k].run_lock)
+        notes_.push_back(spans[k].describe(k) +
+                         " is page-locked for this run alone (register_memory), so a replayed run is captured again "
+                         "each time: keep it page-locked between runs to replay one capture");
+  }
   // A replayed pipeline learns from its first run too: that run is captured
   // with a timing mark around every stage.
   const bool adapts = may_adapt_chunks(options);
@@ -141,8 +147,9 @@ std::string Run::cannot_replay() const {
       case HostPath::direct: break;
       case HostPath::staged:
         return s.describe(k) +
-               " is pageable memory the host stages: page-lock it (a sluice::HostRegistration the caller holds) or "
-               "pass pinned memory";
+               " is pageable memory the host stages: a replayed run copies only memory that stays page-locked "
+               "between runs (pinned memory, memory the caller keeps registered, or an array the pipeline holds "
+               "under the automatic host-memory policy)";
       case HostPath::source: return s.describe(k) + " is a source: the host fills its slots on every run";
       case HostPath::sink: return s.describe(k) + " is a sink: the host empties its slots on every run";
     }
@@ -161,7 +168,16 @@ std::vector<std::uintptr_t> Run::capture_key() const {
   for (const SpanRecord& span : core_.spans()) {
     key.push_back(reinterpret_cast<std::uintptr_t>(span.host));
     key.push_back(span.bytes());
-    for (const MemoryExtent& e : span.extents) key.push_back(e.offset);  // where copies are cut
+    // Where copies are cut, and which page-locking each piece was captured
+    // over: the copy nodes keep the locking they saw, so memory unlocked and
+    // locked again (a HostRegistration ended and taken anew, or
+    // register_memory's lock of each run) must be captured again, never
+    // replayed over.
+    for (const MemoryExtent& e : span.extents) {
+      key.push_back(e.offset);
+      key.push_back(static_cast<std::uintptr_t>(e.allocation_id));
+      key.push_back(static_cast<std::uintptr_t>(e.registration));
+    }
   }
   return key;
 }

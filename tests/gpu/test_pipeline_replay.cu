@@ -3,6 +3,7 @@
 // wall time a run reports, replayed or untimed.
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -133,6 +134,115 @@ TEST_F(GpuPipelineTest, AReplayedRunIsOrderedWithTheCallersStream) {
   }
 }
 
+namespace {
+// The message a refused replay gives, or "" when the run was not refused.
+std::string refusal(Pipeline& p) {
+  try {
+    p.run();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// register_memory page-locks the spans for one run: the next run's locking
+// is another, and a graph captured over the last one would copy through
+// mappings that are gone (the context's death, not a wrong result). Each run
+// captures again, and the notes say why.
+TEST_F(GpuPipelineTest, RegisterMemoryReplaysCaptureAgainEachRun) {
+  const std::size_t n = 6'000;  // 6 chunks
+  auto in = pattern(n);
+  std::vector<float> out(n);
+  PipelineOptions o = small_chunks();
+  o.host_memory = sluice::HostMemoryPolicy::register_memory;
+  Pipeline p(o);
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  std::atomic<int> calls{0};
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  for (int run = 0; run < 4; ++run) {
+    poison(out);
+    const auto report = p.run();
+    ASSERT_TRUE(is_affine(in, out)) << "run " << run;
+    EXPECT_EQ(calls.load(), 6 * (run + 1)) << "each run's locking is new: captured again (run " << run << ")";
+    bool said = false;
+    for (const std::string& note : report.notes) said |= note.find("captured again") != std::string::npos;
+    EXPECT_TRUE(said) << "run " << run;
+  }
+}
+
+// The caller ends its registration and takes a new one over the same
+// memory: while the memory is pageable the replay is refused; once it is
+// registered again the run is captured again, not replayed over the old
+// registration.
+TEST_F(GpuPipelineTest, AReplayAfterTheCallersMemoryIsRegisteredAnewCapturesAgain) {
+  const std::size_t n = 5'000;
+  auto in = pattern(n);
+  std::vector<float> out(n);
+  std::optional<sluice::HostRegistration> keep_in(std::in_place, in.data(), n * sizeof(float));
+  std::optional<sluice::HostRegistration> keep_out(std::in_place, out.data(), n * sizeof(float));
+  Pipeline p(small_chunks());
+  const auto x = p.input(in);
+  const auto y = p.output(out);
+  std::atomic<int> calls{0};
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  for (int round = 0; round < 3; ++round) {
+    for (int run = 0; run < 2; ++run) {
+      poison(out);
+      p.run();
+      ASSERT_TRUE(is_affine(in, out)) << "round " << round << ", run " << run;
+    }
+    EXPECT_EQ(calls.load(), 5 * (round + 1)) << "captured once a registration (round " << round << ")";
+    keep_out.reset();
+    EXPECT_NE(refusal(p).find("span 1 (output) is pageable memory"), std::string::npos) << "round " << round;
+    keep_in.reset();
+    keep_in.emplace(in.data(), n * sizeof(float));
+    keep_out.emplace(out.data(), n * sizeof(float));
+  }
+}
+
+// The same through cudaHostRegister called by the caller itself (another
+// library's registration): the driver's allocation id tells the two apart.
+TEST_F(GpuPipelineTest, AReplayAfterMemoryIsRegisteredAnewOutsideSluiceCapturesAgain) {
+  const std::size_t n = 5'000;
+  auto in = pattern(n);
+  sluice::PinnedBuffer<float> out(n);
+  const std::size_t bytes = n * sizeof(float);
+  SLUICE_CUDA_CHECK(cudaHostRegister(in.data(), bytes, cudaHostRegisterPortable));
+  Pipeline p(small_chunks());
+  const auto x = p.input(in);
+  const auto y = p.output(out.span());
+  std::atomic<int> calls{0};
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+  for (int round = 0; round < 3; ++round) {
+    for (int run = 0; run < 2; ++run) {
+      poison(out.span());
+      p.run();
+      ASSERT_TRUE(is_affine(in, out.span())) << "round " << round << ", run " << run;
+    }
+    EXPECT_EQ(calls.load(), 5 * (round + 1)) << "captured once a registration (round " << round << ")";
+    SLUICE_CUDA_CHECK(cudaHostUnregister(in.data()));
+    SLUICE_CUDA_CHECK(cudaHostRegister(in.data(), bytes, cudaHostRegisterPortable));
+  }
+  SLUICE_CUDA_CHECK(cudaHostUnregister(in.data()));
+}
+
 TEST_F(GpuPipelineTest, CallerRegisteredMemoryReplays) {
   const std::size_t n = 20'000;
   auto in = pattern(n);
@@ -150,17 +260,6 @@ TEST_F(GpuPipelineTest, CallerRegisteredMemoryReplays) {
   }
 }
 
-namespace {
-// The message a refused replay gives, or "" when the run was not refused.
-std::string refusal(Pipeline& p) {
-  try {
-    p.run();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-}  // namespace
 
 TEST_F(GpuPipelineTest, ARunThatCannotBeReplayedIsRefusedBeforeAnyWork) {
   const std::size_t n = 4'000;

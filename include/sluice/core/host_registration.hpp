@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace sluice {
 
@@ -26,6 +27,10 @@ class HostRegistration {
 
   // True when [ptr, ptr + bytes) lies inside one live HostRegistration.
   static bool covers(const void* ptr, std::size_t bytes);
+  // The number of the live HostRegistration that holds [ptr, ptr + bytes),
+  // 0 when none does. Every registration gets a new one, so memory
+  // registered again at the same address is told apart from before.
+  static std::uint64_t number_covering(const void* ptr, std::size_t bytes);
 
  private:
   void release() noexcept;

@@ -4,6 +4,7 @@
 // reports `registered` for ranges that live sluice::HostRegistration objects
 // cover and `pinned` for other page-locked memory.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "sluice/core/memory_kind.hpp"
@@ -17,6 +18,13 @@ struct MemoryExtent {
   std::size_t offset = 0;  // from the range's start
   std::size_t bytes = 0;
   MemoryKind kind = MemoryKind::pageable;
+  // Which page-locking this is (0 for memory that is not page-locked): the
+  // driver's id of the allocation or registration, unique over the process's
+  // life, and the sluice::HostRegistration's own number where one covers it.
+  // Memory unlocked and locked again at the same address gets new ones: a
+  // copy captured in a CUDA graph is valid only for the locking it saw.
+  std::uint64_t allocation_id = 0;
+  std::uint64_t registration = 0;
 };
 
 // [ptr, ptr + bytes) cut where allocations and registrations begin and end,

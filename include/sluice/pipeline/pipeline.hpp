@@ -51,15 +51,25 @@ enum class Replay {
   // the callable launches, the events between them) and each run replays
   // it: a run then costs the host one graph launch (host time saved, not
   // device time: the GPU's work is the same). So the callable is called
-  // once per chunk AT CAPTURE ONLY (the first run, and the first after
-  // rebind() or clear_spans(); and the second run where the first learnt
-  // its chunks, PipelineOptions::adapt_chunks: the first is captured with
-  // timing marks, the second again without them), and must launch the same
-  // work each time: no host-side state, no kernel arguments that change
-  // from run to run. Only a run whose bytes all move by the copy engines
-  // can be replayed: pinned or caller-registered spans. Spans staged
-  // through the host, sources, sinks and a chunk-done callable are refused
-  // before any work, as is the host executor.
+  // once per chunk AT CAPTURE ONLY, and must launch the same work each
+  // time: no host-side state, no kernel arguments that change from run to
+  // run, no memory it allocates and frees (a graph keeps the addresses it
+  // captured). A graph is valid only for what it captured; a run captures
+  // again, before any of its work, when
+  //  - it is the first, or the first after rebind(), clear_spans() or a new
+  //    compute();
+  //  - the first run learnt its chunks (PipelineOptions::adapt_chunks): it
+  //    was captured with timing marks, the second is captured without;
+  //  - the schedule changed (the rings' slots were made anew, a caller's
+  //    stream given or not);
+  //  - any span's page-locking changed: memory unlocked and locked again at
+  //    the same address, by the caller (a registration ended and taken
+  //    anew) or by register_memory, whose locking is new each run (so such
+  //    a pipeline captures every run, and its notes say so).
+  // Only a run whose bytes all move by the copy engines can be replayed:
+  // pinned or registered spans. Spans staged through the host (memory that
+  // was page-locked and is no longer, too), sources, sinks and a chunk-done
+  // callable are refused before any work, as is the host executor.
   graph,
 };
 
