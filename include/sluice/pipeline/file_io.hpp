@@ -67,12 +67,20 @@ class FileSource final : public Source {
   // Whether the file system took O_DIRECT (only when `direct` asked for it): reads whose
   // offset, size and buffer are multiples of 4096 bytes then skip the page cache.
   bool reads_direct() const { return direct_fd_ >= 0; }
-  // Refuses a run when the file has shrunk below the items since it was opened.
+  // Each run reads the file its path names when the run begins. A file replaced since the last
+  // run (renamed over, as a file sink replaces its target, or removed and written again) is
+  // opened again, and refused unless it holds as many items as the source was made with (at
+  // least `items`, when they were asked for). The file the source holds, changed in place, is
+  // refused when it has shrunk below the items. A path that names no file refuses the run.
+  // Each refusal is an IoError naming the file and its size, before the run's first chunk.
   void begin_run() override;
   // Throws IoError naming the file and offset when a read fails or the file ends early.
   void read(ItemRange range, std::span<std::byte> pinned) override;
 
  private:
+  // Takes the file that now has the source's path in place of the one it holds, or refuses it.
+  void reopen();
+
   std::filesystem::path path_;
   std::size_t item_bytes_;
   FileOptions options_;
@@ -80,6 +88,9 @@ class FileSource final : public Source {
   std::uint64_t bytes_left_out_ = 0;
   int fd_ = -1;
   int direct_fd_ = -1;  // -1 without direct I/O
+  // The file that fd_ holds, to tell it from one renamed over its path.
+  std::uint64_t device_ = 0;
+  std::uint64_t inode_ = 0;
 };
 
 class FileSink final : public Sink {
