@@ -19,12 +19,13 @@
 // skips the cache; it pays only for files that are not cached and will not be
 // read again, and falls back to cached I/O where the file system refuses it
 // or an offset or size is not a multiple of 4096 bytes.
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sluice/core/io_error.hpp"
 #include "sluice/pipeline/source.hpp"
@@ -119,7 +120,7 @@ class FileSink final : public Sink {
   // Syncs the new file, renames it over the target and syncs the directory. An IoError
   // before the rename leaves the target as it was (the new file is removed); one from
   // syncing the directory after it says that the new file is already in place.
-  // std::logic_error when the run's writes did not add up to every item (a gap).
+  // std::logic_error, naming the first items never written, when the run's writes left a gap.
   void commit() override;
   // Removes the run's new file. In place: cuts the target after the items written (unless
   // nothing was written: then the target is left alone, or removed if the run created it).
@@ -143,7 +144,10 @@ class FileSink final : public Sink {
   bool running_ = false;
   std::string new_name_;  // the new file's name in the directory; empty in place
   bool created_ = false;  // in place: begin_run created the target
-  std::atomic<std::uint64_t> written_bytes_{0};
+  // The items the run wrote, as ranges in order that neither overlap nor touch: a range written
+  // twice must not hide one never written, as a count of bytes would.
+  std::mutex written_mutex_;
+  std::vector<ItemRange> written_;
   int fd_ = -1;
   int direct_fd_ = -1;
 };
