@@ -29,7 +29,17 @@ class DescriptorGuard {
 
 std::string errno_text(int code);
 
-// Throws IoError naming `path` when fstat fails.
+// Which file a descriptor or a path names, and its size: a file renamed over a
+// path has another device or inode than the one a descriptor still holds.
+struct FileIdentity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::uint64_t size = 0;
+  bool same_file(const FileIdentity& other) const { return device == other.device && inode == other.inode; }
+};
+
+// Throw IoError naming `path` when fstat fails.
+FileIdentity identify(int fd, const std::string& path);
 std::uint64_t file_size(int fd, const std::string& path);
 
 // -1 where the file system refuses O_DIRECT (or the platform has none).

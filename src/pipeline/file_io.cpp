@@ -36,11 +36,22 @@ detail::DescriptorGuard::~DescriptorGuard() {
 
 std::string detail::errno_text(int code) { return std::strerror(code); }
 
-std::uint64_t detail::file_size(int fd, const std::string& path) {
+namespace {
+
+detail::FileIdentity identity_of(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+          static_cast<std::uint64_t>(st.st_size)};
+}
+
+}  // namespace
+
+detail::FileIdentity detail::identify(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw IoError(path, 0, "cannot stat: " + errno_text(errno));
-  return static_cast<std::uint64_t>(st.st_size);
+  return identity_of(st);
 }
+
+std::uint64_t detail::file_size(int fd, const std::string& path) { return identify(fd, path).size; }
 
 int detail::open_direct_at(int dir_fd, const std::string& name, int flags) {
 #ifdef O_DIRECT
@@ -65,7 +76,8 @@ FileSource::FileSource(std::filesystem::path path, std::size_t item_bytes, FileO
   const std::string name = path_.string();
   detail::DescriptorGuard fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw IoError(name, 0, "cannot open for reading: " + errno_text(errno));
-  const std::uint64_t size = detail::file_size(fd.get(), name);
+  const detail::FileIdentity file = detail::identify(fd.get(), name);
+  const std::uint64_t size = file.size;
   if (size < options_.offset)
     throw IoError(name, size,
                   "is " + std::to_string(size) + " bytes, shorter than the " + std::to_string(options_.offset) +
@@ -88,6 +100,8 @@ FileSource::FileSource(std::filesystem::path path, std::size_t item_bytes, FileO
   bytes_left_out_ = after - std::uint64_t{items_} * item_bytes_;
   if (options_.direct) direct_fd_ = detail::open_direct_at(AT_FDCWD, name, O_RDONLY);
   fd_ = fd.release();
+  device_ = file.device;
+  inode_ = file.inode;
 }
 
 FileSource::~FileSource() {
@@ -96,12 +110,56 @@ FileSource::~FileSource() {
 }
 
 void FileSource::begin_run() {
+  // Files are replaced by renaming a new file over the old one (as FileSink does): the
+  // descriptor opened when the source was made still reads the old file, unlinked, so each run
+  // looks at what the path names now.
+  const std::string name = path_.string();
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) != 0)
+    throw IoError(name, 0, "cannot stat: " + detail::errno_text(errno) + " (it was there when the source was made)");
+  const detail::FileIdentity file = identity_of(now);
+  if (!file.same_file({device_, inode_, 0})) {
+    reopen();
+    return;
+  }
   const std::uint64_t needed = options_.offset + std::uint64_t{items_} * item_bytes_;
-  const std::uint64_t size = detail::file_size(fd_, path_.string());
-  if (size < needed)
-    throw IoError(path_.string(), size,
-                  "is " + std::to_string(size) + " bytes now, shorter than the " + std::to_string(needed) +
+  if (file.size < needed)
+    throw IoError(name, file.size,
+                  "is " + std::to_string(file.size) + " bytes now, shorter than the " + std::to_string(needed) +
                       " its items need: it was truncated after it was opened");
+}
+
+void FileSource::reopen() {
+  using detail::errno_text;
+  const std::string name = path_.string();
+  detail::DescriptorGuard fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0)
+    throw IoError(name, 0, "was replaced since the source was made, and cannot be opened again: " + errno_text(errno));
+  const detail::FileIdentity file = detail::identify(fd.get(), name);
+  const std::uint64_t after = file.size > options_.offset ? file.size - options_.offset : 0;
+  const std::uint64_t available = after / item_bytes_, partial = after % item_bytes_;
+  // The pipeline was built for items_ items: a file that holds another count (or, without a
+  // count asked for, a partial item that was not to be left out) cannot stand in for it.
+  const bool fits = file.size >= options_.offset &&
+                    (options_.items ? available >= items_
+                                    : available == items_ && (partial == 0 || options_.leave_partial_item));
+  if (!fits)
+    throw IoError(name, file.size,
+                  "was replaced since the source was made, by a file of " + std::to_string(file.size) + " bytes: " +
+                      std::to_string(available) + " items of " + std::to_string(item_bytes_) + " bytes after offset " +
+                      std::to_string(options_.offset) +
+                      (partial != 0 ? " and " + std::to_string(partial) + " bytes of a partial item" : std::string()) +
+                      ", where the source was made for " + std::to_string(items_) + " items (" +
+                      std::to_string(options_.offset + std::uint64_t{items_} * item_bytes_) +
+                      " bytes); a source for the new file takes its items");
+  const int direct_fd = options_.direct ? detail::open_direct_at(AT_FDCWD, name, O_RDONLY) : -1;
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  ::close(fd_);
+  fd_ = fd.release();
+  direct_fd_ = direct_fd;
+  device_ = file.device;
+  inode_ = file.inode;
+  bytes_left_out_ = after - std::uint64_t{items_} * item_bytes_;
 }
 
 void FileSource::read(ItemRange range, std::span<std::byte> pinned) {

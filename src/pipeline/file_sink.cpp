@@ -71,6 +71,35 @@ void pwrite_fully(int fd, const std::byte* data, std::size_t bytes, std::uint64_
 
 bool is_regular(const struct stat& st) { return S_ISREG(st.st_mode); }
 
+// Adds `r` to `ranges` (in order, neither overlapping nor touching), merging it with those it meets.
+void add_range(std::vector<ItemRange>& ranges, ItemRange r) {
+  if (r.size() == 0) return;
+  auto first = std::lower_bound(ranges.begin(), ranges.end(), r.begin,
+                                [](const ItemRange& have, std::size_t begin) { return have.end < begin; });
+  auto last = first;
+  for (; last != ranges.end() && last->begin <= r.end; ++last) {
+    r.begin = std::min(r.begin, last->begin);
+    r.end = std::max(r.end, last->end);
+  }
+  ranges.insert(ranges.erase(first, last), r);
+}
+
+// The first items of [0, items) that `ranges` leave out; empty when none.
+ItemRange first_missing(const std::vector<ItemRange>& ranges, std::size_t items) {
+  std::size_t from = 0;
+  for (const ItemRange& r : ranges) {
+    if (r.begin > from) return {from, r.begin};
+    from = std::max(from, r.end);
+  }
+  return from < items ? ItemRange{from, items} : ItemRange{};
+}
+
+std::size_t items_in(const std::vector<ItemRange>& ranges) {
+  std::size_t n = 0;
+  for (const ItemRange& r : ranges) n += r.size();
+  return n;
+}
+
 }  // namespace
 
 FileSink::FileSink(std::filesystem::path path, std::size_t item_bytes, std::size_t items, FileOptions options)
@@ -126,7 +155,7 @@ std::string FileSink::written_file() const { return new_name_.empty() ? "the fil
 
 void FileSink::begin_run() {
   if (running_) throw std::logic_error(name() + ": begin_run while the last run is open: commit or abandon it first");
-  written_bytes_ = 0;
+  written_.clear();
   created_ = false;
   if (options_.in_place)
     begin_in_place();
@@ -220,8 +249,11 @@ void FileSink::write(ItemRange range, std::span<const std::byte> pinned) {
                                 std::to_string(range.end) + " from " + std::to_string(pinned.size()) +
                                 " bytes, for a file of " + std::to_string(items_) + " items");
   const int fd = detail::direct_ok(direct_fd_, start, bytes, pinned.data()) ? direct_fd_ : fd_;
-  // Counted before the write: a write that fails halfway has changed the file too.
-  written_bytes_ += bytes;
+  {
+    // Taken before the write: a write that fails halfway has changed the file too.
+    const std::lock_guard lock(written_mutex_);
+    add_range(written_, range);
+  }
   pwrite_fully(fd, pinned.data(), bytes, start, path_.string(), written_file());
 }
 
@@ -243,11 +275,12 @@ void FileSink::sync_and_close() {
 void FileSink::commit() {
   if (!running_) throw std::logic_error(name() + ": commit without begin_run");
   const std::string name = path_.string();
-  const std::uint64_t item_bytes = bytes_ - options_.offset;
   try {
-    if (written_bytes_ != item_bytes)
-      throw std::logic_error(this->name() + ": commit after " + std::to_string(written_bytes_) + " of the run's " +
-                             std::to_string(item_bytes) + " bytes were written; the output would have a gap");
+    if (const ItemRange gap = first_missing(written_, items_); gap.size() != 0)
+      throw std::logic_error(this->name() + ": commit with items " + std::to_string(gap.begin) + ".." +
+                             std::to_string(gap.end) + " never written (the run wrote " +
+                             std::to_string(items_in(written_)) + " of its " + std::to_string(items_) +
+                             " items); the output would have a gap");
     // In place, a longer file loses what lies past the items.
     if (options_.in_place && ::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0)
       throw IoError(name, bytes_, "cannot cut the file at " + std::to_string(bytes_) + " bytes: " + errno_text(errno));
@@ -289,7 +322,7 @@ void FileSink::abandon(std::size_t items_done) noexcept {
     new_name_.clear();
     return;
   }
-  if (written_bytes_ > 0) {
+  if (!written_.empty()) {
     // Nothing past the last finished chunk stays in the file.
     const std::uint64_t keep = options_.offset + std::uint64_t{items_done} * item_bytes_;
     if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0)
@@ -297,7 +330,7 @@ void FileSink::abandon(std::size_t items_done) noexcept {
                    items_done, errno_text(errno).c_str());
   }
   close_run_files();
-  if (written_bytes_ == 0 && created_ && ::unlinkat(dir_fd_, file_name_.c_str(), 0) != 0)
+  if (written_.empty() && created_ && ::unlinkat(dir_fd_, file_name_.c_str(), 0) != 0)
     std::fprintf(stderr, "sluice: %s: could not remove the file the failed run created: %s\n", path_.c_str(),
                  errno_text(errno).c_str());
 }

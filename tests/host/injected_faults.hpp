@@ -5,10 +5,15 @@
 // below itself (injected_faults.cpp): they pass every call to the kernel
 // unchanged, except, while an InjectedFault lives, those of its kind on files
 // under its directory, which fail with its errno without reaching the kernel
-// (a close still releases its descriptor, as Linux's does).
+// (a close still releases its descriptor, as Linux's does). While a
+// RecordedCalls lives, the same calls on a directory and the files under it are
+// recorded in the order they returned: the order that makes a file durable
+// (write, sync the file, rename, sync the directory) is then something a test
+// can check, where a killed process (whose writes stay in the page cache) cannot.
 #include <atomic>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace sluice::test {
 
@@ -26,5 +31,28 @@ class InjectedFault {
 };
 
 std::string to_string(FileCall call);
+
+struct RecordedCall {
+  FileCall call;
+  std::string path;  // the file or directory, as /proc/self/fd names its descriptor; renameat: the old path
+  std::string to;    // renameat: the new path
+  long result;       // what the call returned
+};
+
+class RecordedCalls {
+ public:
+  // Records the calls on `dir` itself and on files under it; one recording at a time.
+  explicit RecordedCalls(const std::filesystem::path& dir);
+  ~RecordedCalls();
+  RecordedCalls(const RecordedCalls&) = delete;
+  RecordedCalls& operator=(const RecordedCalls&) = delete;
+  // The calls so far, in the order they returned.
+  std::vector<RecordedCall> calls() const;
+  // The directory's path as the calls name it (symbolic links resolved).
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
 
 }  // namespace sluice::test

@@ -166,6 +166,84 @@ TEST_F(FileIo, AFileTruncatedUnderTheSourceIsCaughtAtTheNextRunAndAtTheRead) {
   EXPECT_EQ(read_range(src, {10, 20})[5], 15);  // what is still there reads fine
 }
 
+namespace {
+
+// Writes `count` items i * 3 + 7 beside `path` and renames them over it, as a file sink replaces its target.
+void replace_file(const std::filesystem::path& path, std::size_t count, std::size_t extra_bytes = 0) {
+  const auto beside = path.parent_path() / ("." + path.filename().string() + ".new");
+  {
+    std::ofstream out(beside, std::ios::binary);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto v = static_cast<std::int32_t>(i * 3 + 7);
+      out.write(reinterpret_cast<const char*>(&v), 4);
+    }
+    out << std::string(extra_bytes, 'x');
+  }
+  std::filesystem::rename(beside, path);
+}
+
+}  // namespace
+
+TEST_F(FileIo, ASourceReadsTheFileRenamedOverItsPathAtTheNextRun) {
+  const auto path = write_ints("a.bin", 1000);
+  FileSource src(path, 4);
+  src.begin_run();
+  EXPECT_EQ(read_range(src, {10, 12}), (std::vector<std::int32_t>{10, 11}));
+  replace_file(path, 1000);
+  src.begin_run();
+  EXPECT_EQ(read_range(src, {10, 12}), (std::vector<std::int32_t>{37, 40})) << "the run read the file that was replaced";
+  EXPECT_EQ(src.item_count(), 1000u);
+  // And again: each run takes the file the path names when it begins.
+  std::filesystem::remove(path);
+  write_ints("a.bin", 1000);
+  src.begin_run();
+  EXPECT_EQ(read_range(src, {999, 1000}), (std::vector<std::int32_t>{999}));
+}
+
+TEST_F(FileIo, AReplacementOfAnotherItemCountIsRefusedAtTheNextRun) {
+  const auto path = write_ints("a.bin", 1000);
+  FileSource src(path, 4);
+  for (std::size_t items : {std::size_t{500}, std::size_t{1500}}) {
+    replace_file(path, items);
+    try {
+      src.begin_run();
+      FAIL() << "a run took a replacement of " << items << " items for 1000";
+    } catch (const IoError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("a.bin: was replaced since the source was made, by a file of " + std::to_string(items * 4) +
+                          " bytes: " + std::to_string(items) + " items of 4 bytes after offset 0, where the source was "
+                          "made for 1000 items (4000 bytes)"),
+                std::string::npos)
+          << what;
+      EXPECT_EQ(e.offset(), items * 4);
+    }
+  }
+  replace_file(path, 1000, 2);  // a partial item, not to be left out
+  EXPECT_THROW(src.begin_run(), IoError);
+  replace_file(path, 1000);
+  src.begin_run();
+  EXPECT_EQ(read_range(src, {1, 2})[0], 10);
+  // With a count asked for, a longer replacement holds the items: what follows them is left out.
+  FileSource counted(path, 4, with_items(600));
+  replace_file(path, 700, 3);
+  counted.begin_run();
+  EXPECT_EQ(counted.bytes_left_out(), 100u * 4 + 3);
+  replace_file(path, 599);
+  EXPECT_THROW(counted.begin_run(), IoError);
+}
+
+TEST_F(FileIo, ARemovedFileRefusesTheRun) {
+  const auto path = write_ints("gone.bin", 100);
+  FileSource src(path, 4);
+  std::filesystem::remove(path);
+  try {
+    src.begin_run();
+    FAIL() << "a run read a file that was removed";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("gone.bin: cannot stat: No such file"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(FileIo, DirectIoReadsTheSameBytesOrFallsBack) {
   const auto path = write_ints("direct.bin", 4096 * 4);
   FileSource src(path, 4, direct());

@@ -148,12 +148,40 @@ TEST(FileSink, CommitRefusesAnOutputWithAGap) {
     sink.commit();
     FAIL() << "committed 50 of 100 items";
   } catch (const std::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("200 of the run's 400 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("items 50..100 never written (the run wrote 50 of its 100 items)"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(difference(target, as_bytes(old)), "");
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"out.bin"});
   EXPECT_THROW(sink.commit(), std::logic_error);  // the run is over
   EXPECT_THROW(put(sink, next, {0, 10}), std::logic_error);
+}
+
+TEST(FileSink, ARangeWrittenTwiceDoesNotHideOneNeverWritten) {
+  ScratchDir dir;
+  const auto target = dir / "out.bin";
+  const auto old = pattern(10, 1), next = pattern(100, 2);
+  write_items(target, old);
+  FileSink sink(target, 4, 100);
+  sink.begin_run();
+  // As many bytes as the output holds, in pieces out of order, items 70..80 twice and 30..40 never.
+  for (ItemRange r : {ItemRange{40, 80}, ItemRange{0, 20}, ItemRange{70, 80}, ItemRange{80, 100}, ItemRange{20, 30}})
+    put(sink, next, r);
+  try {
+    sink.commit();
+    FAIL() << "committed an output whose items 30..40 were never written";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("items 30..40 never written (the run wrote 90 of its 100 items)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(difference(target, as_bytes(old)), "");
+  // Every item written, some of them twice: the run commits.
+  sink.begin_run();
+  for (ItemRange r : {ItemRange{50, 100}, ItemRange{0, 60}, ItemRange{10, 20}}) put(sink, next, r);
+  sink.commit();
+  EXPECT_EQ(difference(target, as_bytes(next)), "");
 }
 
 TEST(FileSink, KeepsTheHeaderAndModeOfTheFileItReplaces) {

@@ -310,6 +310,68 @@ TEST_P(SourceTest, ASinkThatCannotCommitFailsTheRunAndTheOtherOutputsStayAsTheyW
   EXPECT_EQ(read_floats(out_path), old);  // the file sink after it was abandoned
   EXPECT_EQ(left_behind({"out.f32"}), std::vector<std::string>{});
 }
+TEST_P(SourceTest, APipelineFromAFileToItselfReadsWhatItsLastRunWrote) {
+  // The sink renames its new file over x.f32; the next run must read that file, not the one
+  // the source opened when it was made.
+  const std::size_t n = 10'000;
+  const auto path = write_floats("x.f32", std::vector<float>(n, 1.0f));
+  PipelineOptions o;
+  o.chunk_items = 4096;
+  Pipeline p = pipeline(o);
+  const auto x = p.input(sluice::from_file<float>(path));
+  const auto y = p.output(sluice::to_file<float>(path, n));
+  affine(p, x, y);
+  for (float expected : {3.0f, 7.0f, 15.0f}) {
+    p.run();
+    EXPECT_EQ(read_floats(path), std::vector<float>(n, expected));
+  }
+  EXPECT_EQ(left_behind({"x.f32"}), std::vector<std::string>{});
+}
+
+TEST_P(SourceTest, AConsumerRunAgainReadsWhatItsProducerRewrote) {
+  const std::size_t n = 5000;
+  const auto path = dir_ / "between.f32";
+  std::vector<float> made = pattern(n), got(n);
+  Pipeline producer = pipeline();
+  const auto a = producer.input(made);
+  const auto b = producer.output(sluice::to_file<float>(path, n));
+  producer.compute([bk = &backend(), a, b](const Chunk& c) { bk->affine(c, c[a].data(), c[b].data(), 1.0f, 0.0f); });
+  producer.run();
+  Pipeline consumer = pipeline();
+  const auto x = consumer.input(sluice::from_file<float>(path));
+  const auto y = consumer.output(got);
+  affine(consumer, x, y);
+  consumer.run();
+  EXPECT_TRUE(is_affine(made, got));
+  for (float& v : made) v += 100.0f;
+  producer.run();
+  consumer.run();
+  EXPECT_TRUE(is_affine(made, got)) << "the consumer read the producer's first run again";
+}
+
+TEST_P(SourceTest, AShorterReplacementOfTheInputIsRefusedBeforeWork) {
+  const std::size_t n = 1000;
+  const auto path = write_floats("in.f32", pattern(n));
+  std::vector<float> out(n);
+  Pipeline p = pipeline();
+  const auto x = p.input(sluice::from_file<float>(path));
+  const auto y = p.output(out);
+  bool computed = false;
+  p.compute([&computed, x, y](const Chunk&) { computed = true; });
+  write_floats("shorter.f32", pattern(n - 1));
+  std::filesystem::rename(dir_ / "shorter.f32", path);
+  try {
+    p.run();
+    FAIL() << "a run took a file of 999 items for 1000";
+  } catch (const sluice::IoError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("in.f32: was replaced since the source was made, by a file of 3996 bytes"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("made for 1000 items (4000 bytes)"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(computed);
+}
+
 TEST_P(SourceTest, SourceItemSizeMustMatchTheHandleType) {
   const auto path = write_floats("f.f32", pattern(100));
   Pipeline p = pipeline();

@@ -19,12 +19,13 @@
 // skips the cache; it pays only for files that are not cached and will not be
 // read again, and falls back to cached I/O where the file system refuses it
 // or an offset or size is not a multiple of 4096 bytes.
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sluice/core/io_error.hpp"
 #include "sluice/pipeline/source.hpp"
@@ -67,12 +68,20 @@ class FileSource final : public Source {
   // Whether the file system took O_DIRECT (only when `direct` asked for it): reads whose
   // offset, size and buffer are multiples of 4096 bytes then skip the page cache.
   bool reads_direct() const { return direct_fd_ >= 0; }
-  // Refuses a run when the file has shrunk below the items since it was opened.
+  // Each run reads the file its path names when the run begins. A file replaced since the last
+  // run (renamed over, as a file sink replaces its target, or removed and written again) is
+  // opened again, and refused unless it holds as many items as the source was made with (at
+  // least `items`, when they were asked for). The file the source holds, changed in place, is
+  // refused when it has shrunk below the items. A path that names no file refuses the run.
+  // Each refusal is an IoError naming the file and its size, before the run's first chunk.
   void begin_run() override;
   // Throws IoError naming the file and offset when a read fails or the file ends early.
   void read(ItemRange range, std::span<std::byte> pinned) override;
 
  private:
+  // Takes the file that now has the source's path in place of the one it holds, or refuses it.
+  void reopen();
+
   std::filesystem::path path_;
   std::size_t item_bytes_;
   FileOptions options_;
@@ -80,6 +89,9 @@ class FileSource final : public Source {
   std::uint64_t bytes_left_out_ = 0;
   int fd_ = -1;
   int direct_fd_ = -1;  // -1 without direct I/O
+  // The file that fd_ holds, to tell it from one renamed over its path.
+  std::uint64_t device_ = 0;
+  std::uint64_t inode_ = 0;
 };
 
 class FileSink final : public Sink {
@@ -108,7 +120,7 @@ class FileSink final : public Sink {
   // Syncs the new file, renames it over the target and syncs the directory. An IoError
   // before the rename leaves the target as it was (the new file is removed); one from
   // syncing the directory after it says that the new file is already in place.
-  // std::logic_error when the run's writes did not add up to every item (a gap).
+  // std::logic_error, naming the first items never written, when the run's writes left a gap.
   void commit() override;
   // Removes the run's new file. In place: cuts the target after the items written (unless
   // nothing was written: then the target is left alone, or removed if the run created it).
@@ -132,7 +144,10 @@ class FileSink final : public Sink {
   bool running_ = false;
   std::string new_name_;  // the new file's name in the directory; empty in place
   bool created_ = false;  // in place: begin_run created the target
-  std::atomic<std::uint64_t> written_bytes_{0};
+  // The items the run wrote, as ranges in order that neither overlap nor touch: a range written
+  // twice must not hide one never written, as a count of bytes would.
+  std::mutex written_mutex_;
+  std::vector<ItemRange> written_;
   int fd_ = -1;
   int direct_fd_ = -1;
 };
