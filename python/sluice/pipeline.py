@@ -110,7 +110,8 @@ class _Spans:
         self._cpp = cpp  # the C++ pipeline (None until made, for Pipeline)
         self._handles, self._arrays, self._streams, self._views = [], [], {}, {}
         self._runs = 0
-        self._capture_pool = None  # (run, torch.cuda.MemPool) of the last capture: see _call_in_chunk
+        self._capture_pool = None  # (run, torch.cuda.MemPool) of the last capture: see _call_captured
+        self._retired_pools = []  # pools of graphs captured over in the run under way
 
     def __del__(self):
         # The C++ pipeline goes first (with the views that hold it): it may hold
@@ -189,7 +190,11 @@ class _Spans:
                     f"chunk[handle] or tensors made before the run), compute(fn, replay=False), or torch 2.8 or newer")
             return
         if self._capture_pool is None or self._capture_pool[0] != self._runs:
-            self._capture_pool = (self._runs, mem_pool())  # a new capture: the last graph will not replay again
+            # A new capture: the last graph will not replay again. Its pool goes once this run is
+            # over (run() returns with the device done), not while the capture is under way.
+            if self._capture_pool is not None:
+                self._retired_pools.append(self._capture_pool[1])
+            self._capture_pool = (self._runs, mem_pool())
         with use_mem_pool(self._capture_pool[1], chunk.device):
             fn(chunk, *args)
 
@@ -238,13 +243,16 @@ class Pipeline(_Spans):
 
         replay=True: a run is captured as a CUDA graph and later runs replay it, so fn is
         called once per chunk AT CAPTURE ONLY, not on every run: it must launch the same work
-        each time. A run captures again (calling fn) when:
+        each time. A run captures again (calling fn) when what it copies or launches changed:
           - it is the first run, or the first after compute() or clear_spans();
           - a rebind() came before it (the graph copies to and from the old memory);
-          - the run before it learnt its chunks (adapt_chunks: the first run is captured with
-            timing marks, the second again without them);
-          - the memory of a span changed its page-locking (host_memory='automatic' page-locks
-            the arrays after their first run: the run after that captures again).
+          - its chunks changed: the run after the one that learnt them (adapt_chunks: that
+            one is captured with timing marks, the next again without them), or other
+            chunk_items, depth or compute streams;
+          - the device slots were made anew (spans of wider items, a deeper ring);
+          - run(stream) is given another stream than the capture's;
+          - where a span's memory is page-locked changed (page-locking or letting go of
+            memory beside or inside it cuts its copies elsewhere).
         Memory torch allocates in fn during a capture (ops without out=) comes from a pool of
         the capture's own (torch.cuda.MemPool) that lives until the next capture, clear_spans(),
         compute() or the pipeline's end; a torch without MemPool refuses such a capture.
@@ -274,7 +282,10 @@ class Pipeline(_Spans):
         if stream is not None and not isinstance(stream, int):
             stream = stream.cuda_stream
         self._runs += 1  # a capture in this run gets a pool of its own (_call_captured)
-        return self._core.run(stream)
+        try:
+            return self._core.run(stream)
+        finally:
+            self._retired_pools = []
 
 
 Pipeline.__init__.__signature__ = _options.signature()
