@@ -81,7 +81,11 @@ class Soak:
         p = sluice.Pipeline(host_memory=host_memory)
         x, y = p.input(a), p.output(out)
         self.run_checked(p, lambda c: self.torch.add(c[x], 1, out=c[y]), a, out, a + 1, runs=3)
-        self.fresh_copies()  # while the pipeline lives and may keep its arrays page-locked
+        if host_memory == "automatic":  # it holds the arrays, so it keeps them page-locked while it lives
+            begin = a.__array_interface__["data"][0]
+            assert any(r["live"] and r["begin"] <= begin < r["begin"] + r["bytes"] for r in ledger()), \
+                "the automatic policy left the pipeline's input unlocked after three runs"
+        self.fresh_copies()  # while the pipeline lives and keeps its arrays page-locked
 
     def torch_tensors(self, pinned):
         torch = self.torch
