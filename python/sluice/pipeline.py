@@ -166,7 +166,6 @@ class _Spans:
                            f"(items {chunk.begin}..{chunk.end})")
             raise
 
-
     def _call_captured(self, torch, fn, chunk, *args):
         """fn while its run is captured as a graph: what torch allocates stays the graph's.
 
@@ -187,7 +186,8 @@ class _Spans:
                     f"the compute callable allocated device memory while its run was captured for replay, and this "
                     f"torch ({torch.__version__}) has no torch.cuda.MemPool to keep that memory for the graph: the "
                     f"graph would write into memory torch hands to other tensors. Use torch ops with out= (into "
-                    f"chunk[handle] or tensors made before the run), compute(fn, replay=False), or torch 2.8 or newer")
+                    f"chunk[handle] or tensors made before the run), compute(fn, replay=False), or a torch that has "
+                    f"torch.cuda.MemPool and torch.cuda.use_mem_pool")
             return
         if self._capture_pool is None or self._capture_pool[0] != self._runs:
             # A new capture: the last graph will not replay again. Its pool goes once this run is
