@@ -29,8 +29,11 @@ class BatchPlan:
     epoch's first items when world > 1, and served short when world is 1. A state
     ({"epoch", "sample"}) resumes on any number of ranks.
 
-    It is what TokenLoader uses; a torch DataLoader can use it too, as a batch sampler
-    (examples/train_gpt.py does), to read the same samples in the same order.
+    It is what TokenLoader uses; a torch DataLoader can use it too, as its batch sampler
+    (DataLoader(dataset, batch_sampler=plan)), to read the same samples in the same order:
+    iterating yields this rank's items of each batch, as lists of ints. As with TokenLoader,
+    one pass of `for` is one epoch (or what is left of it) and the next `for` goes on with
+    the next epoch; state_dict() is the place reached, load_state_dict() resumes there.
     """
 
     def __init__(self, items, *, batch, shuffle=False, seed=0, rank=None, world=None, drop_last=False):
@@ -38,6 +41,7 @@ class BatchPlan:
         self.rank, self.world = place.rank, place.world
         self.batch, self.shuffle, self.seed, self.drop_last = batch, shuffle, seed, drop_last
         self._plan = _sluice._BatchPlan(items, batch, shuffle, seed, place.rank, place.world, drop_last)
+        self._at = {"epoch": 0, "sample": 0}  # where the next `for` starts
 
     @property
     def items(self):
@@ -50,6 +54,22 @@ class BatchPlan:
     def __len__(self):
         """Batches each rank serves in an epoch."""
         return self._plan.batches_per_epoch
+
+    def __iter__(self):
+        """This rank's items of each batch from the place reached to the end of its epoch."""
+        at = self.start(self._at)
+        epoch = at["epoch"]
+        while at["epoch"] == epoch:
+            items = list(self.batch_items(at))
+            at = self.next(at)
+            self._at = at  # a batch handed out is served, even if the caller stops here
+            yield items
+
+    def state_dict(self):
+        return dict(self._at)
+
+    def load_state_dict(self, state):
+        self._at = self.start(state)
 
     def start(self, state=None):
         """The position a state resumes at under this plan (the first batch when state is None)."""

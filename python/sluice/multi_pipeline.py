@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import _sluice
+from . import _options, _sluice
 from ._sluice import MultiReport
 from .pipeline import Chunk, _Spans
 
@@ -24,15 +24,9 @@ class MultiPipeline(_Spans):
     stream. A device may be named twice (two pipelines sharing one GPU).
     """
 
-    def __init__(self, devices, *, chunk_items=0, first_chunk_items=0, ramp=True, adapt_chunks=True, depth=4,
-                 kernel_order="in_chunk_order", compute_streams=0, staging_threads=0, host_memory="automatic",
-                 priority=0, record=False, report_bound=False):
+    def __init__(self, devices, **options):
         self.devices = list(devices)
-        super().__init__(_sluice._MultiPipeline(
-            self.devices, chunk_items=chunk_items, first_chunk_items=first_chunk_items, ramp=ramp,
-            adapt_chunks=adapt_chunks, depth=depth,
-            kernel_order=kernel_order, compute_streams=compute_streams, staging_threads=staging_threads,
-            host_memory=host_memory, priority=priority, record=record, report_bound=report_bound, device=None))
+        super().__init__(_sluice._MultiPipeline(self.devices, **_options.given(options, with_device=False)))
 
     @property
     def _core(self):
@@ -51,3 +45,7 @@ class MultiPipeline(_Spans):
 
     def run(self) -> MultiReport:
         return self._core.run()
+
+
+MultiPipeline.__init__.__signature__ = _options.signature(("devices",), with_device=False)
+MultiPipeline.__doc__ += "\n" + _options.doc(with_device=False)

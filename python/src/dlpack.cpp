@@ -46,7 +46,8 @@ DLDataType dl_type(const std::string& kind) {
     case 'i': return {0, bits, 1};
     case 'u': return {1, bits, 1};
     case 'b': return {6, 8, 1};
-    default: throw std::invalid_argument("arrays of type '" + kind + "' have no DLPack type (use ints, uints, floats or bools)");
+    case 'c': return {5, bits, 1};
+    default: throw std::invalid_argument("arrays of type '" + kind + "' have no DLPack type (use ints, uints, floats, complex or bools)");
   }
 }
 

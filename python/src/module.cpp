@@ -12,8 +12,11 @@
 
 #include "bindings.hpp"
 #include "dlpack.hpp"
+#include "errors.hpp"
+#include "options.hpp"
 #include "multigpu/multi_pipeline_access.hpp"
 #include "pipeline/pipeline_access.hpp"
+#include "core/page_lock_ledger.hpp"
 #include "sluice/core/device.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/pointer_query.hpp"
@@ -66,19 +69,6 @@ SpanRole role_of(const std::string& role) {
   throw std::invalid_argument("span role must be input, output or inout, not '" + role + "'");
 }
 
-HostMemoryPolicy policy_of(const std::string& policy) {
-  if (policy == "stage") return HostMemoryPolicy::stage;
-  if (policy == "register") return HostMemoryPolicy::register_memory;
-  if (policy == "automatic") return HostMemoryPolicy::automatic;
-  throw std::invalid_argument("host_memory must be 'stage', 'register' or 'automatic', not '" + policy + "'");
-}
-
-KernelOrder kernel_order_of(const std::string& order) {
-  if (order == "in_chunk_order") return KernelOrder::in_chunk_order;
-  if (order == "independent") return KernelOrder::independent;
-  throw std::invalid_argument("kernel_order must be 'in_chunk_order' or 'independent', not '" + order + "'");
-}
-
 py::dict bound_dict(const Bound& b) {
   py::dict terms;
   for (const auto& t : b.terms) terms[py::str(t.name)] = t.ms;
@@ -98,8 +88,12 @@ std::size_t add_span(Pipeline& p, std::uintptr_t data, std::size_t items, std::s
   return detail::PipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role),
                                           owner_of(std::move(owner)));
 }
-void rebind_span(Pipeline& p, std::size_t span, std::uintptr_t data, std::size_t items, py::object owner) {
-  detail::PipelineAccess::rebind_host(p, span, reinterpret_cast<const void*>(data), items, owner_of(std::move(owner)));
+// `generation` and `role` are the handle's own (what add_span's pipeline said then), so a
+// handle of another pipeline, or of spans cleared since, is refused by the pipeline itself.
+void rebind_span(Pipeline& p, std::size_t span, std::uint64_t generation, const std::string& role, std::uintptr_t data,
+                 std::size_t items, py::object owner) {
+  detail::PipelineAccess::rebind_host(p, span, generation, reinterpret_cast<const void*>(data), items,
+                                      role_of(role) != SpanRole::input, owner_of(std::move(owner)));
 }
 // The Python side holds a MultiPipeline's arrays for as long as it lives; its
 // parts never page-lock them between runs, so `owner` is not needed here.
@@ -107,34 +101,6 @@ std::size_t add_span(MultiPipeline& p, std::uintptr_t data, std::size_t items, s
                      py::object /*owner*/) {
   return detail::MultiPipelineAccess::add_host(p, reinterpret_cast<const void*>(data), items, item_bytes, role_of(role));
 }
-
-PipelineOptions pipeline_options(std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, bool adapt_chunks,
-                                 std::size_t depth,
-                                 const std::string& kernel_order, unsigned compute_streams, unsigned staging_threads,
-                                 const std::string& host_memory, int priority, bool record, bool report_bound,
-                                 std::optional<int> device) {
-  PipelineOptions o;
-  o.chunk_items = chunk_items;
-  o.first_chunk_items = first_chunk_items;
-  o.ramp = ramp;
-  o.adapt_chunks = adapt_chunks;
-  o.depth = depth;
-  o.kernel_order = kernel_order_of(kernel_order);
-  o.compute_streams = compute_streams;
-  o.staging_threads = staging_threads;
-  o.host_memory = policy_of(host_memory);
-  o.priority = priority;
-  o.record = record;
-  o.report_bound = report_bound;
-  o.device = device;
-  return o;
-}
-
-#define SLUICE_PIPELINE_OPTION_ARGS                                                                                  \
-  py::arg("chunk_items"), py::arg("first_chunk_items"), py::arg("ramp"), py::arg("adapt_chunks"), py::arg("depth"), \
-      py::arg("kernel_order"),                                                                                      \
-      py::arg("compute_streams"), py::arg("staging_threads"), py::arg("host_memory"), py::arg("priority"),         \
-      py::arg("record"), py::arg("report_bound"), py::arg("device")
 
 void bind_pipeline(py::module_& m) {
   py::class_<ChunkInfo>(m, "_ChunkInfo")
@@ -151,7 +117,12 @@ void bind_pipeline(py::module_& m) {
       .def_readonly("chunk_count", &RunReport::chunk_count)
       .def_readonly("depth", &RunReport::depth)
       .def_readonly("wall_ms", &RunReport::wall_ms)
-      .def_readonly("notes", &RunReport::notes)
+      .def_property_readonly("notes",
+                             [](const RunReport& r) {
+                               std::vector<std::string> notes;
+                               for (const auto& n : r.notes) notes.push_back(in_python_words(n));
+                               return notes;
+                             })
       .def_property_readonly("bound", [](const RunReport& r) -> py::object {
         return r.bound ? py::object(bound_dict(*r.bound)) : py::object(py::none());
       })
@@ -180,20 +151,16 @@ void bind_pipeline(py::module_& m) {
       });
 
   py::class_<Pipeline>(m, "_Pipeline")
-      .def(py::init([](std::size_t chunk_items, std::size_t first_chunk_items, bool ramp, bool adapt_chunks,
-                       std::size_t depth, const std::string& kernel_order, unsigned compute_streams,
-                       unsigned staging_threads, const std::string& host_memory, int priority, bool record,
-                       bool report_bound, std::optional<int> device) {
-             return Pipeline(pipeline_options(chunk_items, first_chunk_items, ramp, adapt_chunks, depth, kernel_order,
-                                              compute_streams, staging_threads, host_memory, priority, record,
-                                              report_bound, device));
-           }),
-           SLUICE_PIPELINE_OPTION_ARGS)
+      .def(py::init([](const py::kwargs& options) {
+        return with_python_errors([&] { return Pipeline(pipeline_options(options, true)); });
+      }))
       .def_property_readonly("device", &Pipeline::device)
+      .def_property_readonly("generation", &detail::PipelineAccess::generation)
       .def("add_host",
            py::overload_cast<Pipeline&, std::uintptr_t, std::size_t, std::size_t, const std::string&, py::object>(&add_span),
            py::arg("data"), py::arg("items"), py::arg("item_bytes"), py::arg("role"), py::arg("owner") = py::none())
-      .def("rebind", &rebind_span, py::arg("span"), py::arg("data"), py::arg("items"), py::arg("owner") = py::none())
+      .def("rebind", &rebind_span, py::arg("span"), py::arg("generation"), py::arg("role"), py::arg("data"),
+           py::arg("items"), py::arg("owner") = py::none())
       .def("compute",
            [](Pipeline& p, py::object fn, bool replay) {
              auto held = hold_with_gil(std::move(fn));
@@ -217,9 +184,11 @@ void bind_pipeline(py::module_& m) {
       .def(
           "run",
           [](Pipeline& p, std::optional<std::uintptr_t> stream) {
-            py::gil_scoped_release release;  // the compute callable takes it back while it runs
-            if (stream) return p.run(StreamView(reinterpret_cast<cudaStream_t>(*stream)));
-            return p.run();
+            return with_python_errors([&] {
+              py::gil_scoped_release release;  // the compute callable takes it back while it runs
+              if (stream) return p.run(StreamView(reinterpret_cast<cudaStream_t>(*stream)));
+              return p.run();
+            });
           },
           py::arg("stream") = py::none());
 }
@@ -243,16 +212,11 @@ void bind_multi_pipeline(py::module_& m) {
       });
 
   py::class_<MultiPipeline>(m, "_MultiPipeline")
-      .def(py::init([](const std::vector<int>& devices, std::size_t chunk_items, std::size_t first_chunk_items, bool ramp,
-                       bool adapt_chunks, std::size_t depth, const std::string& kernel_order, unsigned compute_streams,
-                       unsigned staging_threads, const std::string& host_memory, int priority, bool record,
-                       bool report_bound, std::optional<int> device) {
-             return std::make_unique<MultiPipeline>(
-                 devices, pipeline_options(chunk_items, first_chunk_items, ramp, adapt_chunks, depth, kernel_order,
-                                           compute_streams, staging_threads, host_memory, priority, record,
-                                           report_bound, device));
+      .def(py::init([](const std::vector<int>& devices, const py::kwargs& options) {
+             return with_python_errors(
+                 [&] { return std::make_unique<MultiPipeline>(devices, pipeline_options(options, false)); });
            }),
-           py::arg("devices"), SLUICE_PIPELINE_OPTION_ARGS)
+           py::arg("devices"))
       .def("add_host",
            py::overload_cast<MultiPipeline&, std::uintptr_t, std::size_t, std::size_t, const std::string&, py::object>(
                &add_span),
@@ -268,8 +232,10 @@ void bind_multi_pipeline(py::module_& m) {
            })
       .def("set_weights", &MultiPipeline::set_weights)
       .def("run", [](MultiPipeline& p) {
-        py::gil_scoped_release release;
-        return p.run();
+        return with_python_errors([&] {
+          py::gil_scoped_release release;
+          return p.run();
+        });
       });
 }
 
@@ -304,6 +270,13 @@ PYBIND11_MODULE(_sluice, m) {
     if (!out) throw std::runtime_error("cannot write " + path);
     out << (format == "svg" ? timeline_svg(traces) : chrome_trace_json(traces) + "\n");
   });
+  // Every range sluice page-locked, live or ended: for soaks that check none stays locked beyond its owner.
+  m.def("_page_lock_ledger", [] {
+    py::list out;
+    for (const auto& r : detail::page_lock_ledger()) out.append(py::make_tuple(r.begin, r.bytes, r.live, r.unlock_failed));
+    return out;
+  }, "[(begin, bytes, live, unlock_failed)], live ranges and the last ended ones, oldest first");
+  bind_pipeline_options(m);
   bind_pipeline(m);
   bind_multi_pipeline(m);
   bind_loaders(m);

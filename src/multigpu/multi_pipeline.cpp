@@ -110,8 +110,9 @@ MultiReport MultiPipeline::run() {
     for (std::size_t p = 0; p < parts_.size(); ++p) {
       *offsets_[p] = shares[p].items.begin;
       for (std::size_t k = 0; k < spans_.size(); ++k)
-        PipelineAccess::rebind_host(*parts_[p], k, spans_[k].data + shares[p].items.begin * spans_[k].item_bytes,
-                                    shares[p].items.size());
+        PipelineAccess::rebind_host(*parts_[p], k, PipelineAccess::generation(*parts_[p]),
+                                    spans_[k].data + shares[p].items.begin * spans_[k].item_bytes,
+                                    shares[p].items.size(), spans_[k].role != SpanRole::input);
     }
     shares_ = shares;
   }

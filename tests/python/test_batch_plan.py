@@ -94,3 +94,31 @@ def test_local_rank_picks_the_device_when_there_is_one(monkeypatch):
     expected = 0 if sluice.device_count() > 0 else None
     assert sluice.job_place().device == expected
     assert sluice.job_place(device=3).device == 3
+
+
+def test_a_torch_dataloader_takes_it_as_its_batch_sampler_epoch_after_epoch():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    plan = sluice.BatchPlan(10, batch=4, shuffle=True, seed=3)
+    dataset = torch.arange(100, 110)  # item i is 100 + i, so every batch shows which items it holds
+    loader = torch.utils.data.DataLoader(dataset, batch_sampler=plan)
+    for epoch in range(2):
+        batches = [b.tolist() for b in loader]
+        # batch_items is the plan's own order, read state by state; the loader must serve exactly that.
+        expected, at = [], {"epoch": epoch, "sample": 0}
+        while at["epoch"] == epoch:
+            expected.append([100 + i for i in plan.batch_items(at)])
+            at = plan.next(at)
+        assert batches == expected
+        assert sorted(v for b in batches for v in b) == list(range(100, 110))  # each item once (batch of 2 last)
+    assert len(loader) == 3
+
+
+def test_iteration_resumes_where_a_saved_state_left_off():
+    plan = sluice.BatchPlan(12, batch=3, shuffle=True, seed=1)
+    first = iter(plan)
+    next(first)
+    saved = plan.state_dict()
+    rest = list(first)
+    other = sluice.BatchPlan(12, batch=3, shuffle=True, seed=1)
+    other.load_state_dict(saved)
+    assert list(other) == rest
