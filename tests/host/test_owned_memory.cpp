@@ -69,11 +69,13 @@ struct OwnedPipeline {
   HostExecutor::Buffer out;
   std::optional<Pipeline> p;
   std::size_t in = 0;
+  std::uint64_t generation = 0;
 
   OwnedPipeline(HostExecutor& host, Owned input, Replay replay = Replay::none)
       : out(host.allocate_pinned(items * sizeof(std::uint32_t))) {
     p.emplace(options(), host);
     in = PipelineAccess::add_host(*p, input.data, items, sizeof(std::uint32_t), SpanRole::input, std::move(input.owner));
+    generation = PipelineAccess::generation(*p);
     const auto y = p->output(out.as<std::uint32_t>());
     const std::size_t x = in;
     p->compute(
@@ -127,7 +129,7 @@ TEST_F(OwnedMemoryTest, ARebindUnlocksTheOldMemoryBeforeLettingGo) {
   op.p->run();
   op.p->run();
   Owned next = make_owned(host, releases, 40);
-  PipelineAccess::rebind_host(*op.p, op.in, next.data, items, std::move(next.owner));
+  PipelineAccess::rebind_host(*op.p, op.in, op.generation, next.data, items, false, std::move(next.owner));
   EXPECT_EQ(releases.count.load(), 1);
   EXPECT_EQ(releases.locked_at_release.load(), 0u);
   op.p->run();
