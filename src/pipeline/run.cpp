@@ -28,8 +28,8 @@ Run::Run(std::shared_ptr<PipelineCore> core, std::optional<StreamView> caller, M
     for (std::size_t k = 0; k < spans.size(); ++k)
       if (spans[k].run_lock)
         notes_.push_back(spans[k].describe(k) +
-                         " is page-locked for this run alone (register_memory), so a replayed run is captured again "
-                         "each time: keep it page-locked between runs to replay one capture");
+                         " is page-locked for this run alone (HostMemoryPolicy::register_memory), so a replayed run is "
+                         "captured again each time: keep it page-locked between runs to replay one capture");
   }
   // A replayed pipeline learns from its first run too: that run is captured
   // with a timing mark around every stage.
@@ -147,9 +147,8 @@ std::string Run::cannot_replay() const {
       case HostPath::direct: break;
       case HostPath::staged:
         return s.describe(k) +
-               " is pageable memory the host stages: a replayed run copies only memory that stays page-locked "
-               "between runs (pinned memory, memory the caller keeps registered, or an array the pipeline holds "
-               "under the automatic host-memory policy)";
+               " is pageable memory the host stages: page-lock it (a sluice::HostRegistration the caller holds) or "
+               "pass pinned memory";
       case HostPath::source: return s.describe(k) + " is a source: the host fills its slots on every run";
       case HostPath::sink: return s.describe(k) + " is a sink: the host empties its slots on every run";
     }

@@ -153,8 +153,8 @@ std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& exec
           s.path = HostPath::staged;
           if (!s.owner) {
             notes.push_back(s.describe(k) +
-                            " was staged: memory the caller lends is never page-locked behind its back (memory "
-                            "the caller keeps page-locked, pinned or registered, is copied directly)");
+                            " was staged: memory the caller lends is never page-locked behind its back (a "
+                            "sluice::HostRegistration the caller holds has it copied directly)");
           } else if (s.kept_lock) {
             notes.push_back(s.describe(k) + " stays staged: page-locking it failed: " + s.kept_lock->failure());
           } else if (const std::size_t limit = physical_memory_bytes() / 4; limit > 0 && s.bytes() > limit) {
