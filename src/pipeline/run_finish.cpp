@@ -28,6 +28,8 @@ double union_ms(std::vector<StageInterval> intervals, Lane lane) {
   return total;
 }
 
+// `error` nested in a runtime_error that says where it happened; the caller
+// gets the original back with std::rethrow_if_nested.
 std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
@@ -38,7 +40,11 @@ std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
       return std::current_exception();
     }
   } catch (...) {
-    return error;
+    try {
+      std::throw_with_nested(std::runtime_error(where + ": an exception not derived from std::exception"));
+    } catch (...) {
+      return std::current_exception();
+    }
   }
 }
 
@@ -138,7 +144,14 @@ RunReport Run::finish() {
                                      : chunk_text(failed_chunk_) + ", stage " + failed_stage_ + " (the run stopped with " +
                                            std::to_string(drained_) + " of " + std::to_string(n) + " chunks finished)";
     switch (failure_) {
-      case Failure::callback: outcome = error_; break;
+      case Failure::callback:
+        if (n > 0 && failed_stage_ == to_string(Stage::compute))
+          outcome = nested("the compute callable threw at " + where, error_);
+        else if (n > 0 && failed_stage_ == done_stage)
+          outcome = nested("the chunk-done callable threw at " + where, error_);
+        else
+          outcome = error_;
+        break;
       case Failure::device:
         outcome = exec_.with_context(error_, where);
         if (!outcome) outcome = nested(where, error_);

@@ -1,6 +1,7 @@
 // What a file output holds when a run ends after its sinks were given its
 // chunks: a run whose sinks committed reports success, whatever it then
-// fails to measure. On the host executor.
+// fails to measure; a run stopped by its chunk-done callable keeps, in an
+// in-place file, every chunk the file was given. On the host executor.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,4 +80,27 @@ TEST(RunOutputs, ABoundThatCannotBeMeasuredAfterTheFileIsReplacedIsSaidNotThrown
   report = p.run();
   EXPECT_FALSE(report.bound.has_value());
   for (const std::string& note : report.notes) EXPECT_EQ(note.find("could not be measured"), std::string::npos) << note;
+}
+
+TEST(RunOutputs, AThrowingChunkDoneCallableLeavesAnInPlaceFileWithTheChunksItWasGiven) {
+  ScratchDir dir;
+  const auto target = dir / "out.bin";
+  write_items(target, pattern(1000, 1));
+  const auto in = pattern(item_count, 2);
+  HostExecutor host;
+  Pipeline p(small_chunks(), host);
+  FileOptions in_place;
+  in_place.in_place = true;
+  compute_into(p, in, target, in_place);
+  std::vector<std::size_t> told;
+  p.on_chunk_done([&told](std::size_t index, ItemRange) {
+    told.push_back(index);
+    if (index == 1) throw std::out_of_range("consumer gave up at chunk 1");
+  });
+  EXPECT_ANY_THROW(p.run());
+  // The callable was told of chunks 0 and 1, each after the file was given
+  // it: both stay, and nothing after them.
+  EXPECT_EQ(told, (std::vector<std::size_t>{0, 1}));
+  const auto all = transformed(in);
+  EXPECT_EQ(difference(target, as_bytes(std::vector<std::uint32_t>(all.begin(), all.begin() + 200))), "");
 }
