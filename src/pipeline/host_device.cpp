@@ -12,7 +12,7 @@ constexpr std::size_t page = 4096;
 }  // namespace
 
 std::byte* HostDevice::allocate(std::size_t bytes, MemoryKind kind) {
-  if (take_allocation_fault()) throw HostExecutorError("host executor: an injected allocation failure");
+  if (take_fault(InjectedFault::Kind::allocation)) throw HostExecutorError("host executor: an injected allocation failure");
   std::lock_guard lock(mutex_);
   if (kind == MemoryKind::device && device_used_ + bytes > options_.device_bytes)
     throw HostExecutorError("host executor: out of device memory");
@@ -104,10 +104,10 @@ std::optional<InjectedFault> HostDevice::take_fault(OpRef at, InjectedFault::Kin
   return fault;
 }
 
-bool HostDevice::take_allocation_fault() {
+bool HostDevice::take_fault(InjectedFault::Kind kind) {
   std::lock_guard lock(mutex_);
-  const auto it = std::find_if(faults_.begin(), faults_.end(),
-                               [](const InjectedFault& f) { return f.kind == InjectedFault::Kind::allocation; });
+  const auto it =
+      std::find_if(faults_.begin(), faults_.end(), [kind](const InjectedFault& f) { return f.kind == kind; });
   if (it == faults_.end()) return false;
   faults_.erase(it);
   return true;
@@ -153,6 +153,12 @@ HostExecutor::Holdings HostDevice::holdings() const {
   }
   h.lane_threads = lane_threads_.load();
   return h;
+}
+
+std::optional<EngineRates> HostDevice::rates() {
+  if (take_fault(InjectedFault::Kind::rates))
+    throw HostExecutorError("host executor: an injected failure measuring the engines' rates (out of device memory)");
+  return std::nullopt;
 }
 
 bool HostDevice::within(const void* data, std::size_t bytes, bool device) const {

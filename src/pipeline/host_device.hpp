@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/bound/bound.hpp"
 #include "sluice/core/pointer_query.hpp"
 #include "sluice/pipeline/host_executor.hpp"
 
@@ -36,7 +37,8 @@ class HostDevice {
 
   // Faults: the next matching fault, taken off the list.
   std::optional<InjectedFault> take_fault(OpRef at, InjectedFault::Kind kind);
-  bool take_allocation_fault();
+  // The next fault of a kind that fires at no operation (allocation, rates).
+  bool take_fault(InjectedFault::Kind kind);
   void add_fault(InjectedFault fault);
   void clear_faults();
 
@@ -51,6 +53,10 @@ class HostDevice {
   void lanes_stopped(std::size_t n) { lane_threads_ -= n; }
 
   HostExecutor::Holdings holdings() const;
+
+  // The engines' rates for a bound: none known on the host, unless a fault
+  // makes the measurement fail (HostExecutorError).
+  std::optional<EngineRates> rates();
 
  private:
   struct Range {

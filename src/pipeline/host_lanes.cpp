@@ -219,7 +219,7 @@ class HostLanes final : public Executor {
     }
   }
 
-  std::optional<EngineRates> rates(bool, StagingPool&) override { return std::nullopt; }
+  std::optional<EngineRates> rates(bool, StagingPool&) override { return device_->rates(); }
 
   std::string cannot_replay() const override { return "the host executor has no CUDA graphs to replay"; }
   void begin_capture() override { throw std::logic_error(cannot_replay()); }

@@ -60,11 +60,16 @@ class Run {
   // What failed, where: composed into the exception finish() throws.
   enum class Failure {
     none,
-    callback,   // the compute or chunk-done callable threw: rethrown as it was
+    // A callable threw: the compute callable (stage compute) or the
+    // chunk-done one (stage done_stage), nested in a runtime_error naming the
+    // callable, the chunk and the stage, where std::rethrow_if_nested finds
+    // it. Thrown anywhere else (the drain's own std::bad_alloc): rethrown as it was.
+    callback,
     device,     // the executor failed (a CUDA call): its error, with chunk and stage
     io,         // a file source or sink: IoError, with chunk and stage
     component,  // a user's source or sink threw: nested in a runtime_error naming chunk and stage
   };
+  static constexpr const char* done_stage = "chunk done";
   // Thrown once a failure is recorded, to unwind the thread that saw it.
   struct Stopped {};
   void fail(Failure kind, std::size_t chunk, std::string stage, std::exception_ptr error);
@@ -134,7 +139,9 @@ class Run {
   std::mutex mutex_;
   std::condition_variable progress_;
   std::size_t enqueued_ = 0;  // chunks whose D2H is submitted
-  std::size_t drained_ = 0;   // chunks finished: outputs in host memory (or written by their sinks)
+  // Chunks finished: outputs in host memory (or written by their sinks),
+  // and reported to the chunk-done callable, even where it then threw.
+  std::size_t drained_ = 0;
   bool failed_ = false;
   Failure failure_ = Failure::none;
   std::size_t failed_chunk_ = 0;

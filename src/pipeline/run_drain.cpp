@@ -136,7 +136,14 @@ void Run::end_chunk(Draining& d) {
     try {
       done(chunk, d.op.items);
     } catch (...) {
-      fail(Failure::callback, chunk, "chunk done", std::current_exception());
+      fail(Failure::callback, chunk, done_stage, std::current_exception());
+      // Its outputs are written (its sinks were given it): it counts as
+      // finished, so that abandoned sinks keep it. Counted after fail(), so
+      // that a driver waiting for its slots sees the failure, not the slots.
+      {
+        std::lock_guard lock(mutex_);
+        drained_ = chunk + 1;
+      }
       throw Stopped{};
     }
   }

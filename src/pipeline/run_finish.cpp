@@ -28,6 +28,8 @@ double union_ms(std::vector<StageInterval> intervals, Lane lane) {
   return total;
 }
 
+// `error` nested in a runtime_error that says where it happened; the caller
+// gets the original back with std::rethrow_if_nested.
 std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
@@ -38,7 +40,36 @@ std::exception_ptr nested(const std::string& where, std::exception_ptr error) {
       return std::current_exception();
     }
   } catch (...) {
-    return error;
+    try {
+      std::throw_with_nested(std::runtime_error(where + ": an exception not derived from std::exception"));
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+}
+
+// What a measurement threw, for a note.
+std::string what_of(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& err) {
+    return err.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+// A measurement made after the sinks committed. The run has happened and
+// its outputs replaced the previous ones: a measurement that fails (the
+// bound's probe out of device memory) is said in the report's notes, never
+// thrown, or the caller would believe the previous outputs stand.
+template <typename Measure>
+void measure_after_commit(std::vector<std::string>& notes, const std::string& what, const std::string& instead,
+                          Measure&& measure) {
+  try {
+    measure();
+  } catch (...) {
+    notes.push_back(what + " could not be measured (" + what_of(std::current_exception()) + "): " + instead);
   }
 }
 
@@ -113,7 +144,14 @@ RunReport Run::finish() {
                                      : chunk_text(failed_chunk_) + ", stage " + failed_stage_ + " (the run stopped with " +
                                            std::to_string(drained_) + " of " + std::to_string(n) + " chunks finished)";
     switch (failure_) {
-      case Failure::callback: outcome = error_; break;
+      case Failure::callback:
+        if (n > 0 && failed_stage_ == to_string(Stage::compute))
+          outcome = nested("the compute callable threw at " + where, error_);
+        else if (n > 0 && failed_stage_ == done_stage)
+          outcome = nested("the chunk-done callable threw at " + where, error_);
+        else
+          outcome = error_;
+        break;
       case Failure::device:
         outcome = exec_.with_context(error_, where);
         if (!outcome) outcome = nested(where, error_);
@@ -150,8 +188,10 @@ RunReport Run::finish() {
     // Device work ends at the finish mark (a run that times its stages marks
     // it); the host sees the last output a little later, and an untimed run is
     // timed by the host alone, from the run's start.
-    const double device_ms = n > 0 ? exec_.run_ms() : 0.0;
-    report.wall_ms = std::max(device_ms, host_end_ms_);
+    report.wall_ms = host_end_ms_;
+    if (n > 0)
+      measure_after_commit(report.notes, "the device's time for the run", "the wall time is the host's alone",
+                           [&] { report.wall_ms = std::max(exec_.run_ms(), host_end_ms_); });
     if (timed_ && n > 0) {
       report.volume.kernel_ms = union_ms(drain_intervals_, Lane::compute);
       if (learning_) report.notes.push_back(learn_from_intervals());
@@ -173,11 +213,11 @@ RunReport Run::finish() {
     }
     if (core_.options().report_bound && n > 0) {
       const bool staged = report.volume.staged_in_bytes > 0 || report.volume.staged_out_bytes > 0;
-      try {
-        if (const auto rates = exec_.rates(staged, core_.staging_pool())) report.bound = compute_bound(report.volume, *rates);
-      } catch (...) {
-        outcome = std::current_exception();
-      }
+      measure_after_commit(report.notes, "bound: the engines' rates", "the run has no bound, and claims no efficiency",
+                           [&] {
+                             if (const auto rates = exec_.rates(staged, core_.staging_pool()))
+                               report.bound = compute_bound(report.volume, *rates);
+                           });
     }
   }
   // The pipeline is free for the next run only now: nothing above may see

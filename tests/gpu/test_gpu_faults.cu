@@ -202,17 +202,23 @@ class GpuRig {
       message = e.what();
       if (fault != GpuFault::launch_refused && fault != GpuFault::copy_refused && !sticky) problems << "a CudaError; ";
     } catch (const ComputeFault& e) {
-      if (fault != GpuFault::compute_throws || e.what() != "compute gave up at chunk " + std::to_string(chunk))
-        problems << "the compute callable's error changed: " << e.what() << "; ";
+      problems << "the compute callable's error came back without the chunk and stage: " << e.what() << "; ";
     } catch (const ChunkDoneFault& e) {
-      if (fault != GpuFault::chunk_done_throws || e.what() != "chunk-done gave up at chunk " + std::to_string(chunk))
-        problems << "the chunk-done callable's error changed: " << e.what() << "; ";
-      finished = chunk;
+      problems << "the chunk-done callable's error came back without the chunk and stage: " << e.what() << "; ";
     } catch (const std::runtime_error& e) {
       message = e.what();
+      // The callable's, the source's or the sink's own error, nested as it was thrown.
       try {
         std::rethrow_if_nested(e);
         problems << "nothing nested in: " << message << "; ";
+      } catch (const ComputeFault& own) {
+        if (fault != GpuFault::compute_throws || own.what() != "compute gave up at chunk " + std::to_string(chunk) ||
+            message.rfind("the compute callable threw at ", 0) != 0)
+          problems << "the compute callable's error changed: " << message << "; ";
+      } catch (const ChunkDoneFault& own) {
+        if (fault != GpuFault::chunk_done_throws || own.what() != "chunk-done gave up at chunk " + std::to_string(chunk) ||
+            message.rfind("the chunk-done callable threw at ", 0) != 0)
+          problems << "the chunk-done callable's error changed: " << message << "; ";
       } catch (const ComponentFault&) {
       } catch (...) {
         problems << "something else nested in: " << message << "; ";
@@ -227,7 +233,8 @@ class GpuRig {
       const std::string expected_stage = fault == GpuFault::source_throws ? "stage-in, span 0 (input, pattern source)"
                                          : fault == GpuFault::sink_throws ? "stage-out, span 1 (output, recording sink)"
                                          : fault == GpuFault::sink_commit ? "commit, span 1 (output, recording sink)"
-                                                                          : "compute";
+                                         : fault == GpuFault::chunk_done_throws ? "chunk done"
+                                                                                : "compute";
       if (m[2] != expected_stage) problems << "the error names stage '" << m[2] << "', not '" << expected_stage << "'; ";
       // A fault seen only when a later copy's event reports it is put "at or
       // after" a chunk whose predecessors had all completed: never later than it happened.
@@ -241,8 +248,12 @@ class GpuRig {
     if (fault == GpuFault::sink_commit) {
       if (w.prefix != chunk_count || finished != std::optional<std::size_t>(chunk_count)) problems << "commit: not all written; ";
     } else {
-      if (finished && (*finished > chunk || w.prefix < *finished)) problems << "finished " << *finished << ", written " << w.prefix << "; ";
-      if (finished && host_pass && w.prefix != *finished + (fault == GpuFault::chunk_done_throws ? 1 : 0))
+      // The chunk-done callable is told of a chunk once its outputs are written: the chunk it threw at is finished.
+      const std::size_t most = fault == GpuFault::chunk_done_throws ? chunk + 1 : chunk;
+      if (finished && (*finished > most || w.prefix < *finished)) problems << "finished " << *finished << ", written " << w.prefix << "; ";
+      if (fault == GpuFault::chunk_done_throws && finished != std::optional<std::size_t>(chunk + 1))
+        problems << "the chunk-done callable threw at chunk " << chunk << ", yet the run did not finish it; ";
+      if (finished && host_pass && w.prefix != *finished)
         problems << "written past the chunks finished (" << w.prefix << " written); ";
       if (after_d2h(fault) ? w.prefix < (host_pass ? chunk : chunk + 1) : w.prefix > chunk)
         problems << w.prefix << " chunks written for a fault at chunk " << chunk << "; ";

@@ -39,7 +39,8 @@ inline bool stages_in(FaultMix mix) { return mix == FaultMix::staged || mix == F
 inline bool output_host_pass(FaultMix mix) { return mix == FaultMix::staged || mix == FaultMix::sink; }
 
 // The compute and chunk-done callables' own failures, of types the pipeline
-// must hand back as they were thrown.
+// must keep as they were thrown, nested in the error that names the chunk
+// and the stage.
 struct ComputeFault : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

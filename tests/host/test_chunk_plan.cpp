@@ -263,10 +263,19 @@ TEST(DefaultChunking, KernelsThatDominateAndOverlapUseEqualHalfMiBChunksUpTo16Mi
   sluice::PipelineOptions fixed = o;
   fixed.ramp = false;
   EXPECT_EQ(sluice::plan_chunks(fixed, MiB, 4, {.kernel_bound = true}).chunk_items() * 4, MiB);
+  // A first chunk of 64 KiB set: the ramp it asks for up to the usual 1 MiB
+  // chunks (4 MiB of data), not 512 KiB ones. Up 64, 128, 256, 512 KiB
+  // (245,760 items an end), and the 557,056 items between the ends in
+  // ceil(557,056 / 262,144) = 3 balanced chunks: 185,686 items and two of 185,685.
   fixed = o;
   fixed.first_chunk_items = 64 * KiB / 4;
-  EXPECT_EQ(sluice::plan_chunks(fixed, MiB, 4, {.kernel_bound = true}).chunk_items(),
-            sluice::plan_chunks(fixed, MiB, 4).chunk_items());
+  plan = sluice::plan_chunks(fixed, MiB, 4, {.kernel_bound = true});
+  ASSERT_EQ(plan.chunk_count(), 11u);
+  EXPECT_EQ(plan.chunk(0).size(), 16'384u);
+  EXPECT_EQ(plan.chunk(3).size(), 131'072u);
+  EXPECT_EQ(plan.chunk(4), (ItemRange{245'760, 431'446}));
+  EXPECT_EQ(plan.chunk_items(), 185'686u);
+  EXPECT_EQ(plan.chunk(10), (ItemRange{1'032'192, 1'048'576}));
   // Kernels in chunk order (one stream) ramp at 4 MiB; replayed runs keep their own ramp;
   // copy-bound runs their equal usual chunks.
   EXPECT_TRUE(sluice::plan_chunks({}, MiB, 4, {.kernel_bound = true}).is_ramped());
@@ -299,7 +308,9 @@ TEST(DefaultChunking, ReplayedRunsRampFromASixteenthOfTheChunk) {
   EXPECT_EQ(plan.chunk(0).size() * 4, 64 * KiB);
   EXPECT_LE(plan.chunk_items() * 4, MiB);
   // A replayed run whose kernels do not dominate keeps the usual equal chunks.
-  EXPECT_FALSE(sluice::plan_chunks(o, 16 * MiB, 4, {.replayed = true}).is_ramped());
-  EXPECT_EQ(sluice::plan_chunks(o, 16 * MiB, 4, {.replayed = true}).chunk_items(),
-            sluice::plan_chunks(o, 16 * MiB, 4).chunk_items());
+  // 64 MiB: sqrt(64 MiB x 0.25 MiB) = 4 MiB chunks, sixteen of them.
+  plan = sluice::plan_chunks(o, 16 * MiB, 4, {.replayed = true});
+  EXPECT_FALSE(plan.is_ramped());
+  EXPECT_EQ(plan.chunk_items() * 4, 4 * MiB);
+  EXPECT_EQ(plan.chunk_count(), 16u);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -141,7 +142,14 @@ TEST(MultiPipelineOnHost, AFailingPartFailsTheRunWhileTheOthersFinish) {
       p.run();
       FAIL() << "a part's failure was lost";
     } catch (const std::runtime_error& e) {
-      EXPECT_STREQ(e.what(), "part 1 gave up");
+      // Part 1's own error, named with its chunk and stage, and nested as it was.
+      EXPECT_EQ(std::string(e.what()).rfind("the compute callable threw at chunk 2 of ", 0), 0u) << e.what();
+      try {
+        std::rethrow_if_nested(e);
+        ADD_FAILURE() << "nothing nested in: " << e.what();
+      } catch (const std::runtime_error& own) {
+        EXPECT_STREQ(own.what(), "part 1 gave up");
+      }
     }
     // Parts 0 and 2 finished all of their thirds. (Part 1's chunks before
     // its failure may or may not have reached the host by then.)

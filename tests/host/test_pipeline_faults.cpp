@@ -180,13 +180,9 @@ class FaultRig {
       message = e.what();
       EXPECT_TRUE(c.fault == Fault::submit || c.fault == Fault::execution) << "HostExecutorError for " << c.text();
     } catch (const ComputeFault& e) {
-      EXPECT_EQ(c.fault, Fault::compute_throws) << e.what();
-      EXPECT_EQ(std::string(e.what()), "compute gave up at chunk " + std::to_string(c.chunk));
-      EXPECT_EQ(dynamic_cast<const std::nested_exception*>(&e), nullptr) << "the callable's error was wrapped";
+      ADD_FAILURE() << c.text() << ": the compute callable's error came back without the chunk and stage: " << e.what();
     } catch (const ChunkDoneFault& e) {
-      EXPECT_EQ(c.fault, Fault::chunk_done_throws) << e.what();
-      EXPECT_EQ(std::string(e.what()), "chunk-done gave up at chunk " + std::to_string(c.chunk));
-      finished = c.chunk;  // chunks before it were done, or it would not have been called
+      ADD_FAILURE() << c.text() << ": the chunk-done callable's error came back without the chunk and stage: " << e.what();
     } catch (const sluice::IoError& e) {
       message = e.what();
       EXPECT_EQ(c.fault, Fault::source_io_error) << message;
@@ -195,14 +191,31 @@ class FaultRig {
       EXPECT_TRUE(c.before_work()) << c.text() << ": " << e.what();
     } catch (const std::runtime_error& e) {
       message = e.what();
-      EXPECT_TRUE(c.fault == Fault::source_throws || c.fault == Fault::sink_throws || c.fault == Fault::sink_commit)
-          << c.text() << ": " << message;
+      // The callable's, the source's or the sink's own error, nested as it was thrown.
+      std::string own;
       try {
         std::rethrow_if_nested(e);
-        ADD_FAILURE() << "the source's or sink's own error is not nested in: " << message;
-      } catch (const ComponentFault&) {
+        ADD_FAILURE() << c.text() << ": nothing is nested in: " << message;
+      } catch (const ComputeFault& inner) {
+        EXPECT_EQ(c.fault, Fault::compute_throws) << message;
+        own = inner.what();
+        EXPECT_EQ(own, "compute gave up at chunk " + std::to_string(c.chunk));
+        EXPECT_EQ(message.rfind("the compute callable threw at ", 0), 0u) << message;
+      } catch (const ChunkDoneFault& inner) {
+        EXPECT_EQ(c.fault, Fault::chunk_done_throws) << message;
+        own = inner.what();
+        EXPECT_EQ(own, "chunk-done gave up at chunk " + std::to_string(c.chunk));
+        EXPECT_EQ(message.rfind("the chunk-done callable threw at ", 0), 0u) << message;
+      } catch (const ComponentFault& inner) {
+        EXPECT_TRUE(c.fault == Fault::source_throws || c.fault == Fault::sink_throws || c.fault == Fault::sink_commit)
+            << c.text() << ": " << message;
+        own = inner.what();
       } catch (...) {
-        ADD_FAILURE() << "something else is nested in: " << message;
+        ADD_FAILURE() << c.text() << ": something else is nested in: " << message;
+      }
+      if (!own.empty()) {
+        EXPECT_TRUE(message.size() >= own.size() && message.compare(message.size() - own.size(), own.size(), own) == 0)
+            << "the message does not end in the nested error's: " << message;
       }
     }
 
@@ -224,8 +237,7 @@ class FaultRig {
     }
 
     const std::size_t prefix = written_prefix();
-    // A callable's error says nothing of how far the run got; staged outputs and sinks do.
-    if (!finished && !c.before_work() && output_host_pass(mix_)) finished = prefix;
+    if (!c.before_work()) EXPECT_FALSE(message.empty()) << c.text() << ": the error does not say where the run stopped";
     if (c.before_work()) {
       EXPECT_EQ(prefix, 0u);
       if (source_) {
@@ -237,11 +249,15 @@ class FaultRig {
     } else {
       // A prefix of chunks is written, nothing after it; what it holds is what the run finished.
       if (finished) {
-        EXPECT_LE(*finished, c.chunk) << c.text() << ": more chunks finished than the failure allows";
+        if (c.fault == Fault::chunk_done_throws) {
+          // The callable is told of a chunk once its outputs are written: the chunk it threw at is finished.
+          EXPECT_EQ(*finished, c.chunk + 1) << c.text();
+        } else {
+          EXPECT_LE(*finished, c.chunk) << c.text() << ": more chunks finished than the failure allows";
+        }
         EXPECT_GE(prefix, *finished) << c.text() << ": a finished chunk's output is missing";
         if (output_host_pass(mix_)) {
-          EXPECT_EQ(prefix, *finished + (c.fault == Fault::chunk_done_throws ? 1 : 0))
-              << c.text() << ": output written past the chunks the run finished";
+          EXPECT_EQ(prefix, *finished) << c.text() << ": output written past the chunks the run finished";
         }
       }
       if (c.after_d2h()) {
@@ -252,8 +268,7 @@ class FaultRig {
     }
 
     if (sink_) {
-      // In chunk order, from item 0, and nothing past the last finished chunk
-      // (or the chunk whose chunk-done callable threw, written before it ran).
+      // In chunk order, from item 0, and nothing past the last finished chunk.
       const auto end = contiguous_end(sink_->writes);
       ASSERT_TRUE(end.has_value()) << c.text() << ": sink writes out of order";
       EXPECT_EQ(*end, items_in(prefix)) << c.text();
@@ -305,6 +320,7 @@ class FaultRig {
       case Fault::source_io_error: return "stage-in, span 0 (input, pattern source)";
       case Fault::sink_throws: return "stage-out, span 1 (output, recording sink)";
       case Fault::sink_commit: return "commit, span 1 (output, recording sink)";
+      case Fault::chunk_done_throws: return "chunk done";
       default: return std::string(to_string(c.stage));
     }
   }

@@ -90,9 +90,15 @@ def test_rank_and_world_come_from_an_initialized_process_group(tmp_path, monkeyp
 
 
 def test_local_rank_picks_the_device_when_there_is_one(monkeypatch):
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    expected = 0 if sluice.device_count() > 0 else None
-    assert sluice.job_place().device == expected
+    # The GPUs the process sees are set here, not read from the machine: two
+    # visible, LOCAL_RANK 1 is the second; one (a launcher that shows each
+    # process only its own), the current one is kept.
+    import sluice._sluice
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(sluice._sluice, "device_count", lambda: 2)
+    assert sluice.job_place().device == 1
+    monkeypatch.setattr(sluice._sluice, "device_count", lambda: 1)
+    assert sluice.job_place().device is None
     assert sluice.job_place(device=3).device == 3
 
 

@@ -55,6 +55,10 @@ struct InjectedFault {
     submit,      // submitting the operation fails at once (a launch or copy the runtime refuses)
     execution,   // the operation fails as it runs (a faulting kernel, a failed copy): every later one fails too
     allocation,  // the next allocation of slot memory fails (`at` is not used)
+    // The next measurement of the engines' rates for RunReport::bound fails,
+    // as a GPU's does when the probe finds no device memory free (`at` is
+    // not used). Without one, the host executor knows no rates: no bound.
+    rates,
   };
   Kind kind = Kind::execution;
   OpRef at;

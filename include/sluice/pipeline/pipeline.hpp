@@ -181,8 +181,12 @@ class Pipeline {
 
   // Runs to the end. Throws std::invalid_argument for a bad configuration
   // before any work starts; CudaError naming the chunk and stage for a CUDA
-  // failure; IoError naming the file and offset for a file that failed; and
-  // whatever the compute or chunk-done callable threw.
+  // failure; IoError naming the file and offset for a file that failed; and,
+  // where the compute or chunk-done callable (or a source or sink) threw, a
+  // std::runtime_error naming the callable, the chunk and the stage, with
+  // what it threw nested as it was (std::rethrow_if_nested gives it back).
+  // A run whose sinks committed returns its report: a measurement that then
+  // fails (RunReport::bound) is said in the report's notes.
   RunReport run();
   // The same, ordered with the caller's work on `stream`: the first chunk
   // waits for what is already on it, and its later work waits for the last

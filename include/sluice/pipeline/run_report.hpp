@@ -25,7 +25,9 @@ struct RunReport {
   RunVolume volume;
   double wall_ms = 0;                    // first enqueue to last output in host memory
   std::vector<StageInterval> intervals;  // empty unless recording was on
-  std::optional<Bound> bound;            // with PipelineOptions::report_bound
+  // With PipelineOptions::report_bound, unless the engines' rates could not
+  // be measured (the run's outputs are in place by then): a note says why.
+  std::optional<Bound> bound;
   std::vector<std::string> notes;        // what the run decided on its own (e.g. a span left staged, and why)
   // What this run had to allocate before its first chunk (0 when the slots
   // kept from earlier runs were large enough): why a first run is slower.
