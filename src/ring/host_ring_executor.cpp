@@ -1,0 +1,192 @@
+#include "ring/host_ring_executor.hpp"
+
+#include <cstring>
+#include <exception>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+#include "ring/host_ring_state.hpp"
+
+namespace sluice::ring {
+
+namespace {
+
+// Slots start as this byte, so that a slot read before its copy shows.
+constexpr std::byte poison{0xEE};
+
+}  // namespace
+
+
+HostRingExecutor::HostRingExecutor(HostRingOptions options) : s_(std::make_unique<State>()) { s_->options = options; }
+
+HostRingExecutor::~HostRingExecutor() { finish(); }
+
+void HostRingExecutor::inject(RingFault fault) {
+  std::lock_guard lock(s_->mutex);
+  s_->faults.push_back(fault);
+}
+
+void HostRingExecutor::ignore_edges(EdgeFilter keep) {
+  std::lock_guard lock(s_->mutex);
+  s_->keep = std::move(keep);
+}
+
+bool HostRingExecutor::keeps(const RingOp& op, const RingEdge& edge) const {
+  std::lock_guard lock(s_->mutex);
+  return s_->kept(op, edge);
+}
+
+void HostRingExecutor::make_slots(const RingPlan& plan) {
+  std::lock_guard lock(s_->mutex);
+  if (s_->plan) throw std::logic_error("host ring executor: runs one ring at a time");
+  s_->plan.emplace(plan);
+  s_->device.assign(plan.slots(), std::vector<std::byte>(plan.slot_bytes(), poison));
+  s_->staging.assign(plan.staging_slots(), std::vector<std::byte>(plan.slot_bytes(), poison));
+  s_->runs.assign(plan.positions() * step_count, State::Run::none);
+  s_->device_holder.assign(plan.slots(), std::nullopt);
+  s_->staging_holder.assign(plan.staging_slots(), std::nullopt);
+  s_->first_failure.reset();
+  s_->copy_failed = s_->consumer_failed = s_->finishing = false;
+  s_->staging_lane = std::make_unique<LaneThread>();
+  s_->copy_lane = std::make_unique<LaneThread>();
+  s_->consumer_lane = std::make_unique<LaneThread>();
+}
+
+std::byte* HostRingExecutor::staging_slot(std::size_t slot) { return s_->staging.at(slot).data(); }
+std::byte* HostRingExecutor::device_slot(std::size_t slot) { return s_->device.at(slot).data(); }
+
+void HostRingExecutor::stage(const RingOp& op, const Fill& fill) {
+  if (!op.active) return;
+  s_->submitted(op.ref);
+  std::byte* slot = staging_slot(op.staging_slot);
+  const std::size_t bytes = s_->plan->slot_bytes();
+  // The fill's own exception reaches the producer as it was thrown.
+  std::exception_ptr thrown;
+  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
+  auto result = done->get_future();
+  s_->staging_lane->enqueue([&, done] {
+    done->set_value(s_->perform(op, nullptr, [&] {
+      try {
+        fill({slot, bytes});
+      } catch (...) {
+        thrown = std::current_exception();
+        throw;
+      }
+    }));
+  });
+  // The host waits: the copy reads the staging slot once the producer enqueues it.
+  if (const auto failed = result.get()) {
+    if (thrown) std::rethrow_exception(thrown);
+    throw std::runtime_error("host ring executor: " + *failed);
+  }
+}
+
+void HostRingExecutor::copy(const RingOp& op, const std::byte* from) {
+  s_->submitted(op.ref);
+  std::byte* to = device_slot(op.device_slot);
+  const std::size_t bytes = s_->plan->slot_bytes();
+  State* s = s_.get();
+  s_->copy_lane->enqueue([s, op, to, from, bytes] { s->perform(op, &s->copy_failed, [&] { std::memcpy(to, from, bytes); }); });
+}
+
+void HostRingExecutor::ready(const RingOp& op) {
+  s_->submitted(op.ref);
+  State* s = s_.get();
+  s_->copy_lane->enqueue([s, op] { s->perform(op, &s->copy_failed, {}); });
+}
+
+void HostRingExecutor::take(const RingOp& op, ConsumerLane) {
+  s_->submitted(op.ref);
+  State* s = s_.get();
+  s_->consumer_lane->enqueue([s, op] { s->perform(op, &s->consumer_failed, {}); });
+}
+
+void HostRingExecutor::release(const RingOp& op, ConsumerLane) {
+  s_->submitted(op.ref);
+  State* s = s_.get();
+  s_->consumer_lane->enqueue([s, op] { s->perform(op, &s->consumer_failed, {}); });
+}
+
+void HostRingExecutor::on_consumer(std::function<void()> work) {
+  State* s = s_.get();
+  if (!s->consumer_lane) throw std::logic_error("host ring executor: no ring is running");
+  std::uint64_t key = 0;
+  {
+    std::lock_guard lock(s->mutex);
+    key = ~s->consumer_work++;
+  }
+  s->consumer_lane->enqueue([s, key, work = std::move(work)] {
+    {
+      std::lock_guard lock(s->mutex);
+      if (s->consumer_failed) return;
+    }
+    s->jitter(key);
+    try {
+      work();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(s->mutex);
+      s->violation(std::string("the consumer's work threw: ") + e.what());
+    }
+  });
+}
+
+std::optional<LaneFailure> HostRingExecutor::failure() const {
+  std::lock_guard lock(s_->mutex);
+  return s_->first_failure;
+}
+
+void HostRingExecutor::host_wait(OpRef op) {
+  std::unique_lock lock(s_->mutex);
+  s_->changed.wait(lock, [&] { return s_->finished(op) || (s_->finishing && s_->run(op) == State::Run::none); });
+}
+
+void HostRingExecutor::finish() noexcept {
+  {
+    std::lock_guard lock(s_->mutex);
+    if (!s_->plan) return;
+    s_->finishing = true;
+  }
+  s_->changed.notify_all();
+  // Each lane runs what it was given to the end: waits on operations that
+  // never came give up, so none waits forever.
+  std::unique_ptr<LaneThread> lanes[3];
+  {
+    std::lock_guard lock(s_->mutex);
+    lanes[0] = std::move(s_->staging_lane);
+    lanes[1] = std::move(s_->copy_lane);
+    lanes[2] = std::move(s_->consumer_lane);
+  }
+  for (auto& lane : lanes) lane.reset();
+  std::lock_guard lock(s_->mutex);
+  s_->device.clear();
+  s_->staging.clear();
+  s_->plan.reset();
+}
+
+HostRingExecutor::Holdings HostRingExecutor::holdings() const {
+  Holdings h;
+  std::lock_guard lock(s_->mutex);
+  for (const auto& slot : s_->device) h.device_bytes += slot.size();
+  for (const auto& slot : s_->staging) h.staging_bytes += slot.size();
+  for (const auto* lane : {&s_->staging_lane, &s_->copy_lane, &s_->consumer_lane})
+    if (*lane) {
+      ++h.lane_threads;
+      h.pending += (*lane)->pending();
+    }
+  return h;
+}
+
+std::vector<std::string> HostRingExecutor::violations() const {
+  std::lock_guard lock(s_->mutex);
+  return s_->violations;
+}
+
+std::size_t HostRingExecutor::operations_checked() const {
+  std::lock_guard lock(s_->mutex);
+  return s_->checked;
+}
+
+}  // namespace sluice::ring

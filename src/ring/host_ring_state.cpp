@@ -1,0 +1,111 @@
+#include "ring/host_ring_state.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+namespace sluice::ring {
+
+namespace {
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+void HostRingExecutor::State::jitter(std::uint64_t key) const {
+  if (options.jitter_us == 0) return;
+  const auto us = mix64(options.seed * 0x100000001b3ull ^ key) % (options.jitter_us + 1);
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+void HostRingExecutor::State::wait_edges(const RingOp& op, std::unique_lock<std::mutex>& lock) {
+  for (const RingEdge& e : op) {
+    if (e.why == Why::ahead || !kept(op, e)) continue;
+    changed.wait(lock, [&] { return finished(e.on) || (finishing && run(e.on) == Run::none); });
+  }
+}
+
+void HostRingExecutor::State::check(const RingOp& op) {
+  ++checked;
+  const std::size_t p = op.ref.position;
+  for (const RingEdge& e : op) {
+    if (e.why == Why::ahead ? run(e.on) == Run::none : !finished(e.on))
+      violation(fmt::format("position {} {}: starts before the {} of position {} ({})", p, to_string(op.ref.step),
+                            to_string(e.on.step), e.on.position, to_string(e.why)));
+  }
+  if (op.ref.step == Step::stage) {
+    auto& holder = staging_holder.at(op.staging_slot);
+    if (holder && *holder != p)
+      violation(fmt::format("position {} stage: staging slot {} overwritten while its copy of position {} is pending",
+                            p, op.staging_slot, *holder));
+    holder = p;
+  } else if (op.ref.step == Step::copy) {
+    auto& holder = device_holder.at(op.device_slot);
+    if (holder && *holder != p)
+      violation(fmt::format("position {} copy: device slot {} overwritten while position {} is not released", p,
+                            op.device_slot, *holder));
+    holder = p;
+  } else if (op.ref.step == Step::take) {
+    const auto& holder = device_holder.at(op.device_slot);
+    if (holder != p)
+      violation(fmt::format("position {} take: device slot {} holds {}", p, op.device_slot,
+                            holder ? fmt::format("position {}", *holder) : std::string("nothing")));
+  }
+}
+
+void HostRingExecutor::State::finished_with_slots(const RingOp& op) {
+  const std::size_t p = op.ref.position;
+  if (op.ref.step == Step::copy && plan->staged() && staging_holder.at(op.staging_slot) == p)
+    staging_holder.at(op.staging_slot).reset();
+  if (op.ref.step == Step::release && device_holder.at(op.device_slot) == p) device_holder.at(op.device_slot).reset();
+}
+
+std::optional<std::string> HostRingExecutor::State::perform(const RingOp& op, bool* lane_failed, const std::function<void()>& work) {
+  std::optional<std::string> failed;
+  {
+    std::unique_lock lock(mutex);
+    wait_edges(op, lock);
+  }
+  jitter(op.ref.index());
+  {
+    std::lock_guard lock(mutex);
+    check(op);
+    if (lane_failed && *lane_failed) failed = "an earlier operation on its lane failed";
+    for (const RingEdge& e : op)
+      if (!failed && e.why != Why::ahead && run(e.on) == Run::failed)
+        failed = fmt::format("the {} of position {} it waits on failed", to_string(e.on.step), e.on.position);
+    const auto fault = std::find_if(faults.begin(), faults.end(), [&](const RingFault& f) { return f.at == op.ref; });
+    if (!failed && fault != faults.end()) {
+      faults.erase(fault);
+      failed = fmt::format("an injected failure of its {}", to_string(op.ref.step));
+    }
+  }
+  if (!failed && work) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+  }
+  {
+    std::lock_guard lock(mutex);
+    finished_with_slots(op);
+    run(op.ref) = failed ? Run::failed : Run::done;
+    if (failed && lane_failed) {
+      *lane_failed = true;
+      if (!first_failure) first_failure = LaneFailure{op.ref, *failed};
+    }
+  }
+  changed.notify_all();
+  return failed;
+}
+
+}  // namespace sluice::ring

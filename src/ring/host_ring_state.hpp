@@ -1,0 +1,77 @@
+#pragma once
+// The host ring executor's state, shared by its lanes: the plan, the slots,
+// how far each operation has run, which position holds each slot, and what
+// its checks have seen. Each operation runs through perform(): its waits
+// (the edges the executor keeps), a seeded pause, the checks against the
+// whole plan, its work. Host-only.
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ring/host_ring_executor.hpp"
+#include "ring/lane_thread.hpp"
+
+namespace sluice::ring {
+
+struct HostRingExecutor::State {
+  // How far an operation has run.
+  enum class Run : std::uint8_t { none, submitted, done, failed };
+
+  HostRingOptions options;
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  std::optional<RingPlan> plan;
+  std::vector<std::vector<std::byte>> device, staging;
+  std::vector<Run> runs;  // by OpRef::index()
+  std::vector<std::optional<std::size_t>> device_holder;   // the position a device slot holds until released
+  std::vector<std::optional<std::size_t>> staging_holder;  // the position a staging slot holds until copied
+  std::vector<RingFault> faults;
+  EdgeFilter keep;
+  std::vector<std::string> violations;
+  std::size_t checked = 0;
+  std::optional<LaneFailure> first_failure;
+  bool copy_failed = false, consumer_failed = false;
+  bool finishing = false;
+  std::uint64_t consumer_work = 0;
+  std::unique_ptr<LaneThread> staging_lane, copy_lane, consumer_lane;
+
+  Run& run(OpRef ref) { return runs.at(ref.index()); }
+  bool finished(OpRef ref) {
+    const Run r = run(ref);
+    return r == Run::done || r == Run::failed;
+  }
+  bool kept(const RingOp& op, const RingEdge& e) const { return !keep || keep(op, e); }
+
+  void submitted(OpRef ref) {
+    std::lock_guard lock(mutex);
+    run(ref) = Run::submitted;
+  }
+
+  void jitter(std::uint64_t key) const;
+
+  // The lane waits for the edges it keeps. The `ahead` edge is the
+  // producer's host wait, in the engine. Once finishing, an operation never
+  // submitted will not come: the wait gives up (the checks still see it).
+  void wait_edges(const RingOp& op, std::unique_lock<std::mutex>& lock);
+
+  void violation(std::string what) { violations.push_back(std::move(what)); }
+
+  // The plan's edges and the slots' holders, as the operation starts.
+  void check(const RingOp& op);
+
+  void finished_with_slots(const RingOp& op);
+
+  // Runs one operation of the plan on the calling lane: its waits, its
+  // checks, its work. `lane_failed`: the lane's sticky failure (none for a
+  // stage, whose failure goes to the producer that called it).
+  // Returns the failure, empty when it ran.
+  std::optional<std::string> perform(const RingOp& op, bool* lane_failed, const std::function<void()>& work);
+};
+
+}  // namespace sluice::ring

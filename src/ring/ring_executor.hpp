@@ -1,0 +1,74 @@
+#pragma once
+// What a ring's engine asks of the machine it runs on, one call per operation
+// of the plan (ring_plan.hpp). Host-only: no CUDA header, so that the engine
+// (ring.hpp) is the same code on a GPU and on the host executor.
+//
+// On a GPU: the slots are cudaMalloc'd device memory and cudaMallocHost'd
+// staging memory; the copy lane is a copy stream; `ready` and `release` are
+// events; the consumer's lane is the caller's stream. On the host executor
+// (host_ring_executor.hpp) every lane is a thread over host memory, and every
+// operation checks its edges as it starts.
+//
+// Calls come from two threads: the producer (stage, copy, ready) and the
+// consumer (take, release, failure), and make/finish from whoever owns the ring.
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "ring/ring_plan.hpp"
+
+namespace sluice::ring {
+
+// Where the consumer's work runs: a cudaStream_t on a GPU; the host executor
+// has a consumer lane of its own and ignores it. Opaque here so that this
+// header stays host-only.
+struct ConsumerLane {
+  void* handle = nullptr;
+};
+
+// An operation that failed on a lane (a copy the device refused): the first one.
+struct LaneFailure {
+  OpRef at;
+  std::string what;
+};
+
+class RingExecutor {
+ public:
+  virtual ~RingExecutor() = default;
+
+  // The plan's slots and lanes, before any operation. Throws on failure (no memory).
+  virtual void make_slots(const RingPlan& plan) = 0;
+  virtual std::byte* staging_slot(std::size_t slot) = 0;
+  virtual std::byte* device_slot(std::size_t slot) = 0;
+
+  // Host, on the calling (producer) thread: waits for the stage's staging-slot
+  // edge (the host must: it is about to write the slot), then runs `fill` on
+  // the staging threads and returns once it is done. Throws what `fill`
+  // throws, or the failure of the copy it waited on.
+  using Fill = std::function<void(std::span<std::byte> slot)>;
+  virtual void stage(const RingOp& op, const Fill& fill) = 0;
+  // Copy lane, returning at once: after the op's edges, copy `from` (slot_bytes) into its device slot.
+  virtual void copy(const RingOp& op, const std::byte* from) = 0;
+  // Copy lane: the position is on the device once the lane gets here.
+  virtual void ready(const RingOp& op) = 0;
+  // Consumer lane, returning at once: the lane waits for the position's ready.
+  virtual void take(const RingOp& op, ConsumerLane lane) = 0;
+  // Consumer lane, returning at once: the consumer's work so far is done with the slot.
+  virtual void release(const RingOp& op, ConsumerLane lane) = 0;
+
+  // The first operation that failed on a lane, if any (no wait).
+  virtual std::optional<LaneFailure> failure() const = 0;
+  // The host waits until `op` has run (or failed). Where the host must: the ring's end.
+  virtual void host_wait(OpRef op) = 0;
+  // Whether the engine waits on this edge (every edge, except on a test
+  // executor told to leave some out, to show what each one guards).
+  virtual bool keeps(const RingOp&, const RingEdge&) const { return true; }
+
+  // Nothing the ring enqueued is left pending or running once this returns;
+  // the slots and lanes are gone. Never throws.
+  virtual void finish() noexcept = 0;
+};
+
+}  // namespace sluice::ring

@@ -1,0 +1,162 @@
+#include "ring/ring_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+namespace sluice::ring {
+
+std::string_view to_string(Order order) { return order == Order::batches ? "batches" : "layers"; }
+
+std::string_view to_string(Step step) {
+  switch (step) {
+    case Step::stage: return "stage";
+    case Step::copy: return "copy";
+    case Step::ready: return "ready";
+    case Step::take: return "take";
+    case Step::release: return "release";
+  }
+  return "?";
+}
+
+std::string_view to_string(Lane lane) {
+  switch (lane) {
+    case Lane::host: return "host";
+    case Lane::copy: return "copy";
+    case Lane::consumer: return "consumer";
+  }
+  return "?";
+}
+
+std::string_view to_string(Why why) {
+  switch (why) {
+    case Why::data: return "data";
+    case Why::ahead: return "ahead";
+    case Why::staging_slot: return "staging slot";
+    case Why::device_slot: return "device slot";
+  }
+  return "?";
+}
+
+RingPlan::RingPlan(RingOptions options) : o_(options) {
+  if (o_.items == 0) throw std::invalid_argument("ring: no items to hand out");
+  if (o_.steps == 0) throw std::invalid_argument("ring: steps must be at least 1");
+  if (o_.ahead == 0) throw std::invalid_argument("ring: ahead must be at least 1 position");
+  if (o_.slot_bytes == 0) throw std::invalid_argument("ring: a slot of 0 bytes");
+  slots_ = o_.slots == 0 ? o_.ahead + 1 : o_.slots;
+  // With `ahead` positions in flight beyond the one the consumer holds, fewer
+  // slots would make the producer's copies wait on the consumer's releases:
+  // the lead that `ahead` asks for could never be had.
+  if (slots_ < o_.ahead + 1)
+    throw std::invalid_argument(fmt::format("ring: {} device slots cannot hold ahead {} positions and the one the consumer holds: "
+                                            "give at least {} slots",
+                                            slots_, o_.ahead, o_.ahead + 1));
+  staging_ = o_.staged ? slots_ : 0;
+  const std::size_t per_step = o_.order == Order::layers ? 2 * o_.items : o_.items;
+  if (per_step > SIZE_MAX / o_.steps) throw std::invalid_argument("ring: too many positions");
+  positions_ = per_step * o_.steps;
+  if (o_.start >= positions_)
+    throw std::invalid_argument(fmt::format("ring: start position {} is past the last position {}", o_.start, positions_ - 1));
+}
+
+std::size_t RingPlan::item(std::size_t p) const {
+  if (p >= positions_) throw std::out_of_range(fmt::format("ring: position {} past the last {}", p, positions_ - 1));
+  if (o_.order == Order::batches) return p % o_.items;
+  const std::size_t at = p % (2 * o_.items);
+  return at < o_.items ? at : 2 * o_.items - 1 - at;
+}
+
+RingOp RingPlan::op(OpRef ref) const {
+  RingOp op;
+  op.ref = ref;
+  op.item = item(ref.position);
+  op.device_slot = device_slot(ref.position);
+  op.staging_slot = staging_slot(ref.position);
+  const std::size_t p = ref.position;
+  // An edge on an operation before the start never runs: it is left out.
+  auto wait = [&](std::size_t back, Step step, Why why) {
+    if (p >= o_.start + back) op.edges[op.edge_count++] = {{p - back, step}, why};
+  };
+  switch (ref.step) {
+    case Step::stage:
+      op.lane = Lane::host;
+      op.active = o_.staged;
+      if (o_.staged) {
+        wait(o_.ahead, Step::take, Why::ahead);
+        wait(staging_, Step::copy, Why::staging_slot);
+      }
+      break;
+    case Step::copy:
+      op.lane = Lane::copy;
+      if (o_.staged)
+        wait(0, Step::stage, Why::data);
+      else
+        wait(o_.ahead, Step::take, Why::ahead);
+      wait(slots_, Step::release, Why::device_slot);
+      break;
+    case Step::ready:
+      op.lane = Lane::copy;
+      wait(0, Step::copy, Why::data);
+      break;
+    case Step::take:
+      op.lane = Lane::consumer;
+      wait(0, Step::ready, Why::data);
+      break;
+    case Step::release:
+      op.lane = Lane::consumer;
+      wait(0, Step::take, Why::data);
+      break;
+  }
+  return op;
+}
+
+namespace {
+
+std::string describe(const RingPlan& plan, const RingOp& op) {
+  std::string where;
+  switch (op.ref.step) {
+    case Step::stage: where = op.active ? fmt::format("item {} -> staging[{}]", op.item, op.staging_slot) : "(unstaged)"; break;
+    case Step::copy:
+      where = plan.staged() ? fmt::format("staging[{}] -> device[{}]", op.staging_slot, op.device_slot)
+                            : fmt::format("item {} -> device[{}]", op.item, op.device_slot);
+      break;
+    default: where = fmt::format("device[{}]", op.device_slot); break;
+  }
+  std::string line = fmt::format("  {:>5} {:<8} {:<9} {:<26}", op.ref.position, to_string(op.ref.step), to_string(op.lane), where);
+  const char* sep = "after ";
+  for (const RingEdge& e : op) {
+    line += fmt::format("{}{} {} ({})", sep, to_string(e.on.step), e.on.position, to_string(e.why));
+    sep = ", ";
+  }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line + "\n";
+}
+
+}  // namespace
+
+std::string explain(const RingPlan& plan, std::size_t shown) {
+  const RingOptions& o = plan.options();
+  std::string out = fmt::format("ring: {} positions ({} of {} item{}, {} step{}), from position {}\n", plan.positions(),
+                                to_string(o.order), o.items, o.items == 1 ? "" : "s", o.steps, o.steps == 1 ? "" : "s",
+                                plan.start());
+  out += fmt::format("  ahead {}, {} device slots", plan.ahead(), plan.slots());
+  out += plan.staged() ? fmt::format(", {} staging slots", plan.staging_slots()) : std::string(", unstaged");
+  out += fmt::format(" of {} bytes\n", plan.slot_bytes());
+  auto position = [&](std::size_t p) {
+    for (std::size_t s = 0; s < step_count; ++s) {
+      const RingOp op = plan.op(p, static_cast<Step>(s));
+      if (op.active) out += describe(plan, op);
+    }
+  };
+  const std::size_t end = plan.start() + std::min(shown, plan.positions() - plan.start());
+  for (std::size_t p = plan.start(); p < end; ++p) position(p);
+  if (end < plan.positions()) {
+    if (end + 1 < plan.positions()) out += "  ...\n";
+    position(plan.positions() - 1);
+  }
+  return out;
+}
+
+}  // namespace sluice::ring

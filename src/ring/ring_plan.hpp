@@ -1,0 +1,133 @@
+#pragma once
+// A ring's plan, made before it runs, as a value: the positions the consumer
+// takes in turn, the item each one holds, the slot it uses, and the edges
+// every operation waits on. Host-only.
+//
+// A ring hands its consumer things ahead of the moment it needs them (the
+// batches of a loader, the layers of a model streamed onto the GPU). Like a
+// pipeline's schedule, one plan is read by several executors: a CUDA executor
+// enqueues it on a copy stream and events, the host executor runs it on
+// threads and checks every edge, and explain() prints it. The rules are here
+// and nowhere else: how many slots, which slot a position uses, who waits on
+// whom.
+//
+// Position i, with A = ahead, D device slots (D >= A + 1) and P staging slots
+// (P = D where the producer stages, none where the copy reads the caller's
+// page-locked memory):
+//
+//   stage   i  host threads  item -> staging[i % P]    after take i-A     (ahead: the producer's lead)
+//                                                            copy i-P     (the staging slot's last reader)
+//   copy    i  copy lane     staging or caller memory -> device[i % D]
+//                                                      after stage i      (its data; unstaged: take i-A)
+//                                                            release i-D  (the device slot's last user)
+//   ready   i  copy lane     an event after the copy   after copy i
+//   take    i  consumer lane the consumer's lane waits after ready i
+//   release i  consumer lane the consumer is done      after take i       (by default at take i+1)
+//
+// Edges on positions before the plan's start (a resumed ring) are left out:
+// those operations never run.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sluice::ring {
+
+// The order in which a ring visits its items.
+enum class Order : std::uint8_t {
+  batches,  // 0, 1, ..., items - 1, once per step
+  layers,   // a model's layers forward then backward: 0 .. L-1, L-1 .. 0, once per step
+};
+std::string_view to_string(Order order);
+
+struct RingOptions {
+  std::size_t items = 0;       // distinct items: batches, or layers
+  Order order = Order::batches;
+  std::size_t steps = 1;       // passes over the order (epochs, training steps)
+  std::size_t ahead = 2;       // positions the producer may run ahead of the consumer
+  std::size_t slots = 0;       // device slots; 0: ahead + 1
+  bool staged = true;          // the producer fills pinned staging slots (else the copy reads the caller's memory)
+  std::size_t slot_bytes = 0;  // bytes of one item, in every slot
+  std::size_t start = 0;       // the first position taken: a ring resumed where another stopped
+};
+
+// An operation of a position, in the order its item passes them.
+enum class Step : std::uint8_t { stage, copy, ready, take, release };
+inline constexpr std::size_t step_count = 5;
+std::string_view to_string(Step step);
+
+// Where an operation runs: the host's staging threads, the copy lane (a copy
+// stream), or the consumer's lane (its stream).
+enum class Lane : std::uint8_t { host, copy, consumer };
+std::string_view to_string(Lane lane);
+
+struct OpRef {
+  std::size_t position = 0;
+  Step step = Step::stage;
+  friend constexpr bool operator==(const OpRef&, const OpRef&) = default;
+  constexpr std::size_t index() const { return position * step_count + static_cast<std::size_t>(step); }
+};
+
+// Why an operation waits on another.
+enum class Why : std::uint8_t {
+  data,          // the position's previous operation made what this one uses
+  ahead,         // the producer stays at most `ahead` positions beyond the consumer
+  staging_slot,  // the staging slot's last reader (a copy) must be done with it
+  device_slot,   // the device slot's last user (the consumer) must have released it
+};
+std::string_view to_string(Why why);
+
+struct RingEdge {
+  OpRef on;
+  Why why = Why::data;
+};
+
+struct RingOp {
+  OpRef ref;
+  Lane lane = Lane::host;
+  std::size_t item = 0;
+  std::size_t device_slot = 0;
+  std::size_t staging_slot = 0;  // stage and copy of a staged plan
+  bool active = true;            // false: a stage of an unstaged plan, which does nothing
+  std::array<RingEdge, 2> edges{};
+  std::size_t edge_count = 0;
+  const RingEdge* begin() const { return edges.data(); }
+  const RingEdge* end() const { return edges.data() + edge_count; }
+};
+
+class RingPlan {
+ public:
+  // Throws std::invalid_argument, before any work, for no items, no steps,
+  // ahead 0, fewer than ahead + 1 device slots, a slot of 0 bytes, or a
+  // start past the last position.
+  explicit RingPlan(RingOptions options);
+
+  const RingOptions& options() const { return o_; }
+  std::size_t positions() const { return positions_; }
+  std::size_t start() const { return o_.start; }
+  std::size_t ahead() const { return o_.ahead; }
+  std::size_t slots() const { return slots_; }
+  std::size_t staging_slots() const { return staging_; }
+  bool staged() const { return o_.staged; }
+  std::size_t slot_bytes() const { return o_.slot_bytes; }
+
+  // The item position `p` holds. Throws std::out_of_range past the last position.
+  std::size_t item(std::size_t p) const;
+  std::size_t device_slot(std::size_t p) const { return p % slots_; }
+  std::size_t staging_slot(std::size_t p) const { return staging_ ? p % staging_ : 0; }
+
+  // One operation, derived from the rules above. Throws std::out_of_range past the last position.
+  RingOp op(OpRef ref) const;
+  RingOp op(std::size_t p, Step step) const { return op({p, step}); }
+
+ private:
+  RingOptions o_;
+  std::size_t positions_ = 0, slots_ = 0, staging_ = 0;
+};
+
+// EXPLAIN: the slots, then every operation of the first `shown` positions
+// from the start (and the last one), one per line, with its lane, slots and edges.
+std::string explain(const RingPlan& plan, std::size_t shown = 4);
+
+}  // namespace sluice::ring
