@@ -198,6 +198,7 @@ class CudaExecutor final : public Executor {
     if (align_clocks) origin_.synchronize();
   }
   void wait_for_caller_on_host() override { caller_ready_.synchronize(); }
+  void wait_on_host(StreamView stream) override { stream.synchronize(); }
 
   void wait(const Op& op, OpRef on) override { lane(op).wait(done(on)); }
   void wait_for_caller(const Op& op) override { lane(op).wait(caller_ready_); }

@@ -122,6 +122,8 @@ class Executor {
   virtual void begin_run(std::optional<StreamView> caller, bool align_clocks) = 0;
   // Blocks the host until the caller's earlier work is done (staging reads caller memory).
   virtual void wait_for_caller_on_host() = 0;
+  // The same for a replayed run, which marks nothing at begin_run: until `stream`'s work so far is done.
+  virtual void wait_on_host(StreamView stream) = 0;
 
   // Whether the driver keeps to this edge of the schedule: always, except on
   // a host executor told to leave edges out (HostExecutor::ignore_edges), to

@@ -225,6 +225,10 @@ void HostExecutor::inject(InjectedFault fault) { device_->add_fault(fault); }
 void HostExecutor::clear_faults() { device_->clear_faults(); }
 void HostExecutor::ignore_edges(EdgeFilter keep) { device_->set_edge_filter(std::move(keep)); }
 HostExecutor::Holdings HostExecutor::holdings() const { return device_->holdings(); }
+
+bool HostExecutor::page_locked(const void* at) const {
+  return is_page_locked_host(device_->extents(at, 1).front().kind);
+}
 std::vector<std::string> HostExecutor::violations() const { return device_->violations(); }
 std::size_t HostExecutor::operations_checked() const { return device_->checked(); }
 

@@ -84,6 +84,7 @@ class HostLanes final : public Executor {
     origin_ = Clock::now();
   }
   void wait_for_caller_on_host() override {}
+  void wait_on_host(StreamView) override {}  // a caller's stream is refused here
 
   bool keeps(const Op& op, const Edge& edge) const override { return device_->keeps(op, edge); }
 

@@ -172,6 +172,10 @@ std::vector<std::uintptr_t> Run::capture_key() const {
     // locked again (a HostRegistration ended and taken anew, or
     // register_memory's lock of each run) must be captured again, never
     // replayed over.
+    const SpanLock* own = span.own_lock();
+    key.push_back(reinterpret_cast<std::uintptr_t>(own ? own->edge_buffer() : nullptr));
+    key.push_back(span.head());
+    key.push_back(span.tail());
     for (const MemoryExtent& e : span.extents) {
       key.push_back(e.offset);
       key.push_back(static_cast<std::uintptr_t>(e.allocation_id));
@@ -204,6 +208,10 @@ void Run::replay() noexcept {
         throw;
       }
       core_.set_captured(std::move(key));
+    }
+    if (has_input_edges()) {  // the ends of the inputs, read once the caller's earlier work has written them
+      if (caller_) exec_.wait_on_host(*caller_);
+      edges_in();
     }
     host_origin_ = Clock::now();
     exec_.replay(caller_);

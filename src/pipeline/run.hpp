@@ -92,6 +92,13 @@ class Run {
   void start_stage_in(std::size_t chunk);
   void finish_stage_in(std::size_t chunk);
   void copy_direct(const Op& op, const SpanRecord& span, void* device, bool to_device);
+  // The sub-page ends of spans whose page-locking is sluice's own travel
+  // through that lock's pinned buffer: filled from the inputs before the
+  // run's first copy in, emptied into the outputs for `items` once their
+  // copy out has landed.
+  void edges_in();
+  void edges_out(ItemRange items);
+  bool has_input_edges() const;
   void run_compute(const Op& op);
   // Drain: a chunk's finish begins once its D2H is done (its stage-out
   // started) and ends once its outputs are in host memory.

@@ -86,6 +86,7 @@ void Run::await_drained() {
       if (std::exception_ptr error = exec_.wait_replayed(Pause::yield)) {
         fail(Failure::device, schedule_->chunk_count() - 1, "replay", error);
       } else {
+        edges_out({0, schedule_->plan().chunk(schedule_->chunk_count() - 1).end});
         host_end_ms_ = host_ms(Clock::now());  // the run's end, before its marks are read
         drained_ = schedule_->chunk_count();
         // A replayed run that learns was captured with a mark around every stage.
@@ -117,6 +118,8 @@ Run::Draining Run::begin_chunk(std::size_t chunk) {
     fail_from(status);
     throw Stopped{};
   }
+  // Its copies out have landed: the ends that went through a lock's buffer land too, as a direct copy's bytes have.
+  edges_out(schedule_->plan().chunk(chunk));
   if (timed_) record_device_intervals(chunk);
   Draining d{schedule_->op(chunk, Stage::stage_out), Clock::now(), {}};
   try {

@@ -30,7 +30,9 @@ void Run::drive() noexcept {
     const auto binding = exec_.bind_thread();
     // Host staging reads the caller's memory, which work already on the
     // caller's stream may still be writing: the first chunk waits for it.
-    if (caller_ && s.stages_in() && s.chunk_count() > 0) exec_.wait_for_caller_on_host();
+    // So do the ends of spans that travel through their lock's pinned buffer.
+    if (caller_ && (s.stages_in() || has_input_edges()) && s.chunk_count() > 0) exec_.wait_for_caller_on_host();
+    edges_in();
     std::size_t next_h2d = 0;
     for (; chunk < s.chunk_count(); ++chunk) {
       if (has_failed()) break;
@@ -136,18 +138,54 @@ void Run::submit(const Op& op) {
 
 // Copies one chunk of a direct (page-locked) span, cut at its extents: a
 // copy engine transfer must stay inside one allocation or registration.
+// The span's sub-page ends that its own lock does not cover go through that
+// lock's pinned buffer (span_set.hpp), filled before the run and emptied as
+// each chunk lands (edges_in, edges_out).
 void Run::copy_direct(const Op& op, const SpanRecord& span, void* slot, bool to_device) {
   const std::size_t begin = op.items.begin * span.item_bytes, end = op.items.end * span.item_bytes;
   auto* device = static_cast<std::byte*>(slot);
-  for (const auto& extent : span.extents) {
-    const std::size_t from = std::max(begin, extent.offset), to = std::min(end, extent.offset + extent.bytes);
-    if (from >= to) continue;
-    std::byte* host = span.host + from;
+  const std::size_t bytes = span.bytes(), head = span.head(), tail = span.tail();
+  auto piece = [&](std::size_t from, std::size_t to, bool edge) {
+    from = std::max(begin, from);
+    to = std::min(end, to);
+    if (from >= to) return;
+    std::byte* host = edge ? span.own_lock()->edge(from, bytes) : span.host + from;
     std::byte* dev = device + (from - begin);
     if (to_device)
       exec_.copy(op, dev, host, to - from);
     else
       exec_.copy(op, host, dev, to - from);
+  };
+  if (head > 0) piece(0, head, true);
+  for (const auto& extent : span.extents) piece(extent.offset, extent.offset + extent.bytes, false);
+  if (tail > 0) piece(bytes - tail, bytes, true);
+}
+
+void Run::edges_in() {
+  for (const SpanRecord& s : core_.spans()) {
+    if (s.path != HostPath::direct || !s.copied_in() || s.head() + s.tail() == 0) continue;
+    const SpanLock& lock = *s.own_lock();
+    const std::size_t bytes = s.bytes();
+    std::memcpy(lock.edge(0, bytes), s.host, s.head());
+    if (s.tail() > 0) std::memcpy(lock.edge(bytes - s.tail(), bytes), s.host + bytes - s.tail(), s.tail());
+  }
+}
+
+bool Run::has_input_edges() const {
+  const SpanSet& spans = core_.spans();
+  return std::any_of(spans.begin(), spans.end(), [](const SpanRecord& s) {
+    return s.path == HostPath::direct && s.copied_in() && s.head() + s.tail() > 0;
+  });
+}
+
+void Run::edges_out(ItemRange items) {
+  for (const SpanRecord& s : core_.spans()) {
+    if (s.path != HostPath::direct || !s.copied_out() || s.head() + s.tail() == 0) continue;
+    const std::size_t begin = items.begin * s.item_bytes, end = items.end * s.item_bytes, bytes = s.bytes();
+    for (const auto [from0, to0] : {std::pair{std::size_t{0}, s.head()}, std::pair{bytes - s.tail(), bytes}}) {
+      const std::size_t from = std::max(begin, from0), to = std::min(end, to0);
+      if (from < to) std::memcpy(s.host + from, s.own_lock()->edge(from, bytes), to - from);
+    }
   }
 }
 

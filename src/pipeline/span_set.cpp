@@ -18,6 +18,26 @@ bool all_locked(const std::vector<MemoryExtent>& extents) {
   return std::all_of(extents.begin(), extents.end(), [](const MemoryExtent& e) { return is_page_locked_host(e.kind); });
 }
 
+std::size_t page_bytes() {
+  static const std::size_t page = [] {
+    const long size = sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::size_t>(size) : std::size_t{4096};
+  }();
+  return page;
+}
+
+// A direct span's extents: where its copies are cut between head() and
+// bytes() - tail(), the ends its own lock's buffer stands in for.
+std::vector<MemoryExtent> direct_extents(Executor& executor, const SpanRecord& s) {
+  const std::size_t head = s.head(), tail = s.tail();
+  std::vector<MemoryExtent> extents;
+  if (head + tail < s.bytes()) {
+    extents = executor.extents(s.host + head, s.bytes() - head - tail);
+    for (MemoryExtent& e : extents) e.offset += head;
+  }
+  return extents;
+}
+
 std::size_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
@@ -32,8 +52,27 @@ SpanLock::~SpanLock() {
   lock_.reset();
 }
 
+void SpanLock::make_edges(Executor& executor, void* data, std::size_t bytes) {
+  const auto at = reinterpret_cast<std::uintptr_t>(data);
+  std::size_t head = std::min(bytes, (page_bytes() - at % page_bytes()) % page_bytes());
+  std::size_t tail = (at + bytes) % page_bytes();
+  if (head + tail >= bytes) {  // no whole page inside: the buffer stands in for all of it
+    head = bytes;
+    tail = 0;
+  }
+  SlotMemory edges;
+  if (head + tail > 0) edges = executor.allocate_pinned(head + tail);
+  std::lock_guard lock(mutex_);
+  edges_ = std::move(edges);
+  head_ = head;
+  tail_ = tail;
+  edges_made_ = true;
+}
+
 void SpanLock::lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only) {
-  auto locked = executor.lock(data, bytes, read_only);
+  if (!edges_made_) make_edges(executor, data, bytes);
+  std::unique_ptr<HostLock> locked;
+  if (head_ + tail_ < bytes) locked = executor.lock(static_cast<std::byte*>(data) + head_, bytes - head_ - tail_, read_only);
   std::lock_guard lock(mutex_);
   lock_ = std::move(locked);
   complete_ = true;
@@ -141,6 +180,12 @@ std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& exec
         case HostMemoryPolicy::register_memory:
           s.run_lock = std::make_unique<SpanLock>();
           try {
+            s.run_lock->make_edges(executor, s.host, s.bytes());
+          } catch (...) {
+            s.run_lock.reset();
+            throw;  // a failed allocation is said as it is
+          }
+          try {
             s.run_lock->lock_now(executor, s.host, s.bytes(), read_only);
           } catch (const std::exception& e) {
             s.run_lock.reset();
@@ -174,7 +219,7 @@ std::vector<SpanShape> SpanSet::classify(HostMemoryPolicy policy, Executor& exec
       }
       if (s.path == HostPath::direct) {
         // A neighbour's lock that this span leaned on may have gone (rebind): stage what is not locked.
-        s.extents = executor.extents(s.host, s.bytes());
+        s.extents = direct_extents(executor, s);
         if (!all_locked(s.extents)) s.path = HostPath::staged;
       }
     }

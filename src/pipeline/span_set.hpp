@@ -25,6 +25,16 @@
 namespace sluice::detail {
 
 // Page-locking of one span, possibly done on a background thread between runs.
+//
+// Only the whole pages inside the span are locked. Page-locking takes whole
+// pages, and the first and last pages of memory that is not page-aligned
+// (any array from malloc) hold other memory too: locked with the span, they
+// make the driver take that memory for page-locked, and a copy of it that
+// runs past the locked range (PyTorch's own copy of a fresh array placed
+// there) is refused. The sub-page bytes at either end, head [0, head) and
+// tail [bytes - tail, bytes), travel through a small pinned buffer of the
+// lock's own instead: the run fills it from the span before its first copy
+// in, and empties it into the span as each chunk's copy out lands.
 class SpanLock {
  public:
   SpanLock() = default;
@@ -32,8 +42,17 @@ class SpanLock {
   SpanLock(const SpanLock&) = delete;
   SpanLock& operator=(const SpanLock&) = delete;
 
+  // The pinned buffer for the span's sub-page ends (lock_now makes it if this was not called).
+  void make_edges(Executor& executor, void* data, std::size_t bytes);
   // Locks now. Throws when the executor refuses.
   void lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only);
+  // Once complete(): the span's sub-page ends, and where each byte of them is in the pinned buffer.
+  std::size_t head() const { return head_; }
+  std::size_t tail() const { return tail_; }
+  std::byte* edge(std::size_t offset, std::size_t span_bytes) const {
+    return edges_.data() + (offset < head_ ? offset : head_ + offset - (span_bytes - tail_));
+  }
+  const void* edge_buffer() const { return edges_.data(); }
   // Locks now; a failure is kept (failure()), not thrown. True when locked.
   bool try_lock_now(Executor& executor, void* data, std::size_t bytes, bool read_only);
   // Queues try_lock_now on `registrar` (one thread).
@@ -45,6 +64,9 @@ class SpanLock {
 
  private:
   std::unique_ptr<HostLock> lock_;
+  SlotMemory edges_;  // pinned: the head's bytes, then the tail's
+  std::size_t head_ = 0, tail_ = 0;
+  bool edges_made_ = false;
   StagingPool::Ticket background_;
   std::atomic<bool> complete_{false};
   mutable std::mutex mutex_;
@@ -64,11 +86,22 @@ struct SpanRecord {
 
   // Decided per run (SpanSet::classify):
   HostPath path = HostPath::direct;
-  std::vector<MemoryExtent> extents;  // direct: where copies must be cut
+  // direct: where copies must be cut, from head() to bytes() - tail() (the
+  // ends between go through own_lock()'s pinned buffer)
+  std::vector<MemoryExtent> extents;
   std::unique_ptr<SpanLock> kept_lock;  // automatic, owned memory: kept until rebind or clear
   std::unique_ptr<SpanLock> run_lock;   // register_memory: this run only
   bool lock_after_run = false;          // automatic, owned memory: staged this run, locked once it ends
 
+  // The page-locking sluice holds for this span now (this run's, or the one
+  // kept between runs), whose pinned buffer stands in for the span's
+  // sub-page ends; null when the memory was page-locked by its owner.
+  const SpanLock* own_lock() const {
+    if (run_lock && run_lock->complete()) return run_lock.get();
+    return kept_lock && kept_lock->complete() ? kept_lock.get() : nullptr;
+  }
+  std::size_t head() const { return own_lock() ? own_lock()->head() : 0; }
+  std::size_t tail() const { return own_lock() ? own_lock()->tail() : 0; }
   bool copied_in() const { return role != SpanRole::output; }
   bool copied_out() const { return role != SpanRole::input; }
   bool host_pass() const { return path != HostPath::direct; }

@@ -8,7 +8,10 @@
 // range is page-locked any more.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <span>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -186,4 +189,113 @@ TEST_F(OwnedMemoryTest, APipelineDestroyedWithARunInFlight) {
   in_flight.reset();
   EXPECT_EQ(releases.count.load(), 1);
   EXPECT_EQ(releases.locked_at_release.load(), 0u);
+}
+
+// ---------------------------------------------------------------------------
+// Page-locking takes whole pages, and the first and last pages of an array
+// that is not page-aligned hold other memory too. Only the whole pages
+// inside the array are locked; the sub-page ends travel through a pinned
+// buffer of the lock's own, and every byte still arrives.
+
+namespace {
+
+constexpr std::size_t page = 4096;
+
+// Six pages, page-aligned, with an array of four pages' bytes starting 100
+// bytes in: its first and last pages hold neighbours' bytes.
+struct Neighbourhood {
+  std::byte* base = static_cast<std::byte*>(std::aligned_alloc(page, 6 * page));
+  static constexpr std::size_t offset = 100;
+  static constexpr std::size_t n = 4 * page / sizeof(std::uint32_t);
+  ~Neighbourhood() { std::free(base); }
+  std::uint32_t* array() const { return reinterpret_cast<std::uint32_t*>(base + offset); }
+  const std::byte* before() const { return base + offset / 2; }             // in the array's first page
+  const std::byte* after() const { return base + offset + 4 * page + 10; }  // in its last page
+  const std::byte* inside() const { return base + 2 * page; }
+};
+
+// An owner that does not free: the neighbourhood does.
+std::shared_ptr<const void> held(const void* p) { return {p, [](const void*) {}}; }
+
+PipelineOptions edge_options(std::size_t chunk_items, HostMemoryPolicy policy = HostMemoryPolicy::automatic) {
+  PipelineOptions o;
+  o.host_memory = policy;
+  o.chunk_items = chunk_items;
+  o.staging_threads = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST_F(OwnedMemoryTest, OnlyTheWholePagesInsideAnOwnedArrayAreLockedAndItsEndsStillArrive) {
+  Neighbourhood hood;
+  for (std::size_t i = 0; i < hood.n; ++i) hood.array()[i] = static_cast<std::uint32_t>(i * 7 + 3);
+  // Chunks of 256 items (1 KiB): the sub-page head and tail each span several chunks.
+  for (const std::size_t chunk_items : {std::size_t{256}, std::size_t{1000}, hood.n}) {
+    auto out = host.allocate_pinned(hood.n * sizeof(std::uint32_t));
+    Pipeline p(edge_options(chunk_items), host);
+    const std::size_t x =
+        PipelineAccess::add_host(p, hood.array(), hood.n, sizeof(std::uint32_t), SpanRole::input, held(hood.array()));
+    const auto y = p.output(out.as<std::uint32_t>());
+    p.compute([x, y](const Chunk& c) {
+      const auto* from = static_cast<const std::uint32_t*>(c.slots[x].data);
+      for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = from[i] + 1;
+    });
+    for (int run = 0; run < 3; ++run) {
+      std::fill(out.as<std::uint32_t>().begin(), out.as<std::uint32_t>().end(), 0xDEADBEEFu);
+      const auto report = p.run();
+      for (std::size_t i = 0; i < hood.n; ++i)
+        ASSERT_EQ(out.as<std::uint32_t>()[i], i * 7 + 4) << "item " << i << ", run " << run << ", chunks of " << chunk_items;
+      if (run > 0) {
+        EXPECT_EQ(report.volume.staged_in_bytes, 0.0) << "copied directly once locked (run " << run << ")";
+        EXPECT_TRUE(host.page_locked(hood.inside()));
+        EXPECT_FALSE(host.page_locked(hood.before())) << "a neighbour's bytes before the array are page-locked";
+        EXPECT_FALSE(host.page_locked(hood.after())) << "a neighbour's bytes after the array are page-locked";
+      }
+    }
+  }
+  EXPECT_EQ(host.holdings().locked_ranges, 0u);
+}
+
+TEST_F(OwnedMemoryTest, TheEndsOfAnOwnedInOutArrayGoBothWays) {
+  Neighbourhood hood;
+  for (std::size_t i = 0; i < hood.n; ++i) hood.array()[i] = static_cast<std::uint32_t>(i);
+  Pipeline p(edge_options(300), host);
+  const std::size_t x =
+      PipelineAccess::add_host(p, hood.array(), hood.n, sizeof(std::uint32_t), SpanRole::inout, held(hood.array()));
+  p.compute([x](const Chunk& c) {
+    auto* v = static_cast<std::uint32_t*>(c.slots[x].data);
+    for (std::size_t i = 0; i < c.size(); ++i) v[i] = v[i] * 2 + 1;
+  });
+  std::vector<std::uint32_t> expect(hood.n);
+  for (std::size_t i = 0; i < hood.n; ++i) expect[i] = static_cast<std::uint32_t>(i);
+  for (int run = 0; run < 4; ++run) {
+    p.run();
+    for (auto& e : expect) e = e * 2 + 1;
+    for (std::size_t i = 0; i < hood.n; ++i) ASSERT_EQ(hood.array()[i], expect[i]) << "item " << i << ", run " << run;
+  }
+  EXPECT_FALSE(host.page_locked(hood.before()));
+  EXPECT_FALSE(host.page_locked(hood.after()));
+}
+
+// register_memory locks the caller's memory for the run alone; while it
+// runs, the neighbours' bytes stay as they were too.
+TEST_F(OwnedMemoryTest, RegisterMemoryLocksOnlyThePagesInsideWhileItRuns) {
+  Neighbourhood hood;
+  for (std::size_t i = 0; i < hood.n; ++i) hood.array()[i] = static_cast<std::uint32_t>(i + 11);
+  auto out = host.allocate_pinned(hood.n * sizeof(std::uint32_t));
+  Pipeline p(edge_options(512, HostMemoryPolicy::register_memory), host);
+  const auto x = p.input(std::span<const std::uint32_t>(hood.array(), hood.n));
+  const auto y = p.output(out.as<std::uint32_t>());
+  std::atomic<int> neighbours_locked{0}, inside_locked{0};
+  p.compute([&, x, y](const Chunk& c) {
+    neighbours_locked += host.page_locked(hood.before()) + host.page_locked(hood.after());
+    inside_locked += host.page_locked(hood.inside());
+    for (std::size_t i = 0; i < c.size(); ++i) c[y][i] = c[x][i] * 3;
+  });
+  p.run();
+  for (std::size_t i = 0; i < hood.n; ++i) ASSERT_EQ(out.as<std::uint32_t>()[i], (i + 11) * 3) << "item " << i;
+  EXPECT_GT(inside_locked.load(), 0) << "the pages inside were page-locked for the run";
+  EXPECT_EQ(neighbours_locked.load(), 0) << "the neighbours' bytes were page-locked while the run went";
+  EXPECT_EQ(host.holdings().locked_ranges, 0u);
 }

@@ -129,6 +129,8 @@ class HostExecutor {
     std::size_t lane_threads = 0;
   };
   Holdings holdings() const;
+  // Whether the byte at `at` is page-locked in this executor's view (pinned or registered).
+  bool page_locked(const void* at) const;
   // Every violation of the schedule seen so far, one line each.
   std::vector<std::string> violations() const;
   // Operations checked as they started, over every run.
