@@ -133,6 +133,14 @@ RunReport Run::finish() {
   const auto binding = exec_.bind_thread();
   if (std::exception_ptr error = exec_.synchronize(); error && !failed_)
     fail(Failure::device, n > 0 ? n - 1 : 0, "finish", error);
+  // A failed run's chunks past the drain whose copies out landed are in
+  // host memory, as a direct copy's bytes are: their ends through a lock's
+  // buffer land too. (Their event sets are still theirs: the driver reuses
+  // one only once the drain has finished its chunk.)
+  if (mode_ != Mode::replay)
+    for (std::size_t chunk = drained_; chunk < enqueued_; ++chunk)
+      if (const OpStatus status = exec_.status({chunk, Stage::d2h}); status.done && !status.error)
+        edges_out(s.plan().chunk(chunk));
   const std::size_t items_done = drained_ > 0 ? s.plan().chunk(drained_ - 1).end : 0;
   commit_sinks(items_done);
   core_.spans().after_run(!failed_, exec_, core_.registrar());

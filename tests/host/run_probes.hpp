@@ -71,6 +71,19 @@ inline std::size_t settled_threads(std::size_t expected) {
   return now;
 }
 
+// The count once threads that earlier tests ended have gone (unchanged for
+// 20 ms): a baseline that a thread still exiting does not inflate.
+inline std::size_t quiet_threads() {
+  std::size_t last = process_threads();
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::size_t now = process_threads();
+    if (now == last) return now;
+    last = now;
+  }
+  return last;
+}
+
 // A different, reproducible value for every (seed, index).
 inline std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

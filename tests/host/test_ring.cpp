@@ -243,12 +243,12 @@ TEST(Ring, AnUnstagedRingCopiesFromTheCallersMemory) {
 
 TEST(Ring, ARingWithoutItsSourceIsRefusedBeforeAnyWork) {
   HostRingExecutor executor;
-  const std::size_t threads = process_threads();
+  const std::size_t threads = quiet_threads();
   EXPECT_THROW(Ring(RingPlan(ring_options(4)), executor, {}), std::invalid_argument);
   RingOptions o = ring_options(4);
   o.staged = false;
   EXPECT_THROW(Ring(RingPlan(o), executor, {.fill = fill_item}), std::invalid_argument);
-  EXPECT_EQ(settled_threads(threads), threads);
+  EXPECT_LE(settled_threads(threads), threads) << "threads left running";
   expect_nothing_held(executor);
 }
 
@@ -266,7 +266,7 @@ TEST(Ring, AnExecutorRunsOneRingAtATimeAndServesTheNext) {
 }
 
 TEST(Ring, AFinishedRingLeavesNoThreadsNorMemory) {
-  const std::size_t threads = process_threads();
+  const std::size_t threads = quiet_threads();
   HostRingExecutor executor({.jitter_us = 50});
   {
     Ring ring(RingPlan(ring_options(10)), executor, {.fill = fill_item});
@@ -275,7 +275,7 @@ TEST(Ring, AFinishedRingLeavesNoThreadsNorMemory) {
     consume(ring, executor);
   }
   expect_nothing_held(executor);
-  EXPECT_EQ(settled_threads(threads), threads);
+  EXPECT_LE(settled_threads(threads), threads) << "threads left running";
 }
 
 TEST(Ring, TakeAfterStopIsRefused) {

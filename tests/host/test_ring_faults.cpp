@@ -140,7 +140,7 @@ TEST(RingFaults, AFaultFiresOnceAndTheExecutorServesTheNextRing) {
 }
 
 TEST(RingFaults, AConsumerThatStopsAfterAnyPositionLeavesNothingRunning) {
-  const std::size_t threads = process_threads();
+  const std::size_t threads = quiet_threads();
   for (std::size_t k = 0; k <= 6; ++k) {
     for (bool explicit_stop : {false, true}) {
       SCOPED_TRACE("k " + std::to_string(k) + (explicit_stop ? " stop()" : " destroyed"));
@@ -159,13 +159,13 @@ TEST(RingFaults, AConsumerThatStopsAfterAnyPositionLeavesNothingRunning) {
       EXPECT_EQ(*seen.wrong, 0u);
       EXPECT_TRUE(executor.violations().empty()) << first_violation(executor);
       expect_nothing_held(executor);
-      EXPECT_EQ(settled_threads(threads), threads);
+      EXPECT_LE(settled_threads(threads), threads) << "threads left running";
     }
   }
 }
 
 TEST(RingFaults, ARingDestroyedWithoutATakeLeavesNothingRunning) {
-  const std::size_t threads = process_threads();
+  const std::size_t threads = quiet_threads();
   HostRingExecutor executor({.jitter_us = 200});
   std::atomic<std::size_t> fills{0};
   {
@@ -174,7 +174,7 @@ TEST(RingFaults, ARingDestroyedWithoutATakeLeavesNothingRunning) {
   }
   EXPECT_LE(fills.load(), 4u);
   expect_nothing_held(executor);
-  EXPECT_EQ(settled_threads(threads), threads);
+  EXPECT_LE(settled_threads(threads), threads) << "threads left running";
 }
 
 TEST(RingFaults, StopWhileTheProducerWaitsForTheConsumerReturns) {
