@@ -237,7 +237,9 @@ class FaultRig {
     }
 
     const std::size_t prefix = written_prefix();
-    if (!c.before_work()) EXPECT_FALSE(message.empty()) << c.text() << ": the error does not say where the run stopped";
+    if (!c.before_work()) {
+      EXPECT_FALSE(message.empty()) << c.text() << ": the error does not say where the run stopped";
+    }
     if (c.before_work()) {
       EXPECT_EQ(prefix, 0u);
       if (source_) {
