@@ -33,6 +33,17 @@ PipelineOptions small_chunks() {
 
 void poison(std::span<float> out) { std::fill(out.begin(), out.end(), std::nanf("")); }
 
+// y = 2x + 1, replayed, with the callable's calls counted: one per chunk of each capture.
+void replayed_counted_affine(Pipeline& p, sluice::SpanHandle<const float> x, sluice::SpanHandle<float> y,
+                             std::atomic<int>& calls) {
+  p.compute(
+      [&calls, x, y](const Chunk& c) {
+        ++calls;
+        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
+      },
+      Replay::graph);
+}
+
 }  // namespace
 
 TEST_F(GpuPipelineTest, AReplayedRunCallsTheComputeOnceAtCaptureAndReplaysIt) {
@@ -44,12 +55,7 @@ TEST_F(GpuPipelineTest, AReplayedRunCallsTheComputeOnceAtCaptureAndReplaysIt) {
   const auto x = p.input(pin_in.span());
   const auto y = p.output(pin_out.span());
   std::atomic<int> calls{0};
-  p.compute(
-      [&calls, x, y](const Chunk& c) {
-        ++calls;
-        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-      },
-      Replay::graph);
+  replayed_counted_affine(p, x, y, calls);
   for (int run = 0; run < 4; ++run) {
     poison(pin_out.span());
     const auto report = p.run();
@@ -70,12 +76,7 @@ TEST_F(GpuPipelineTest, AReplayedRunFollowsARebind) {
   const auto x = p.input(pin_in.span());
   const auto y = p.output(first.span());
   std::atomic<int> calls{0};
-  p.compute(
-      [&calls, x, y](const Chunk& c) {
-        ++calls;
-        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-      },
-      Replay::graph);
+  replayed_counted_affine(p, x, y, calls);
   poison(first.span());
   p.run();
   ASSERT_TRUE(is_affine(in, first.span()));
@@ -160,12 +161,7 @@ TEST_F(GpuPipelineTest, RegisterMemoryReplaysCaptureAgainEachRun) {
   const auto x = p.input(in);
   const auto y = p.output(out);
   std::atomic<int> calls{0};
-  p.compute(
-      [&calls, x, y](const Chunk& c) {
-        ++calls;
-        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-      },
-      Replay::graph);
+  replayed_counted_affine(p, x, y, calls);
   for (int run = 0; run < 4; ++run) {
     poison(out);
     const auto report = p.run();
@@ -191,12 +187,7 @@ TEST_F(GpuPipelineTest, AReplayAfterTheCallersMemoryIsRegisteredAnewCapturesAgai
   const auto x = p.input(in);
   const auto y = p.output(out);
   std::atomic<int> calls{0};
-  p.compute(
-      [&calls, x, y](const Chunk& c) {
-        ++calls;
-        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-      },
-      Replay::graph);
+  replayed_counted_affine(p, x, y, calls);
   for (int round = 0; round < 3; ++round) {
     for (int run = 0; run < 2; ++run) {
       poison(out);
@@ -224,12 +215,7 @@ TEST_F(GpuPipelineTest, AReplayAfterMemoryIsRegisteredAnewOutsideSluiceCapturesA
   const auto x = p.input(in);
   const auto y = p.output(out.span());
   std::atomic<int> calls{0};
-  p.compute(
-      [&calls, x, y](const Chunk& c) {
-        ++calls;
-        launch_affine(c.stream, c[x].data(), c[y].data(), c.size(), 2.0f, 1.0f);
-      },
-      Replay::graph);
+  replayed_counted_affine(p, x, y, calls);
   for (int round = 0; round < 3; ++round) {
     for (int run = 0; run < 2; ++run) {
       poison(out.span());
