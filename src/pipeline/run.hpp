@@ -149,6 +149,7 @@ class Run {
   // Chunks finished: outputs in host memory (or written by their sinks),
   // and reported to the chunk-done callable, even where it then threw.
   std::size_t drained_ = 0;
+  std::size_t edges_out_to_ = 0;  // chunks whose sub-page ends are copied out (the drain's thread; read at finish)
   bool failed_ = false;
   Failure failure_ = Failure::none;
   std::size_t failed_chunk_ = 0;

@@ -120,6 +120,7 @@ Run::Draining Run::begin_chunk(std::size_t chunk) {
   }
   // Its copies out have landed: the ends that went through a lock's buffer land too, as a direct copy's bytes have.
   edges_out(schedule_->plan().chunk(chunk));
+  edges_out_to_ = chunk + 1;
   if (timed_) record_device_intervals(chunk);
   Draining d{schedule_->op(chunk, Stage::stage_out), Clock::now(), {}};
   try {

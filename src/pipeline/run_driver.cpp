@@ -166,7 +166,7 @@ void Run::edges_in() {
     if (s.path != HostPath::direct || !s.copied_in() || s.head() + s.tail() == 0) continue;
     const SpanLock& lock = *s.own_lock();
     const std::size_t bytes = s.bytes();
-    std::memcpy(lock.edge(0, bytes), s.host, s.head());
+    if (s.head() > 0) std::memcpy(lock.edge(0, bytes), s.host, s.head());
     if (s.tail() > 0) std::memcpy(lock.edge(bytes - s.tail(), bytes), s.host + bytes - s.tail(), s.tail());
   }
 }

@@ -136,9 +136,10 @@ RunReport Run::finish() {
   // A failed run's chunks past the drain whose copies out landed are in
   // host memory, as a direct copy's bytes are: their ends through a lock's
   // buffer land too. (Their event sets are still theirs: the driver reuses
-  // one only once the drain has finished its chunk.)
+  // one only once the drain has finished its chunk.) After a sticky CUDA
+  // error every event reports it, and such chunks keep their ends unwritten.
   if (mode_ != Mode::replay)
-    for (std::size_t chunk = drained_; chunk < enqueued_; ++chunk)
+    for (std::size_t chunk = std::max(drained_, edges_out_to_); chunk < enqueued_; ++chunk)
       if (const OpStatus status = exec_.status({chunk, Stage::d2h}); status.done && !status.error)
         edges_out(s.plan().chunk(chunk));
   const std::size_t items_done = drained_ > 0 ? s.plan().chunk(drained_ - 1).end : 0;

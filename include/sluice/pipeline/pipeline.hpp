@@ -197,7 +197,9 @@ class Pipeline {
   // Starts a run ordered with `stream` as run(stream) is. Returns once every
   // chunk is on the GPU's queues, which is what lets the caller's later
   // work on `stream` wait for the last one; host outputs (staged spans,
-  // sinks) are complete when wait() returns.
+  // sinks, and the sub-page ends of spans sluice page-locks itself, which
+  // travel through a pinned buffer: HostMemoryPolicy) are complete when
+  // wait() returns.
   Submission submit(StreamView stream);
 
   const PipelineOptions& options() const;

@@ -19,7 +19,10 @@ enum class HostMemoryPolicy {
   stage,
   // Page-lock the spans (cudaHostRegister) for the run, before its first
   // chunk, and undo it when the run ends; the copy engines read and write
-  // them directly. Registration costs about 40 ms per GiB on 4 KiB pages
+  // them directly. Only the whole pages inside a span are locked (the first
+  // and last pages of unaligned memory hold other memory, which must not
+  // look page-locked): the sub-page ends, and a span under a page, go
+  // through a small pinned buffer instead. Registration costs about 40 ms per GiB on 4 KiB pages
   // (~20 ms on huge pages), every run: worth it for one long pass over
   // memory that staging would copy twice. Throws before any work when the
   // memory cannot be registered.
