@@ -4,16 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/splitmix64.hpp"
+
 namespace sluice {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using detail::splitmix64;
 
 std::string state_text(LoaderState state) {
   return "epoch " + std::to_string(state.epoch) + ", sample " + std::to_string(state.sample);

@@ -7,22 +7,13 @@
 #include <exception>
 #include <thread>
 
+#include "core/splitmix64.hpp"
+
 namespace sluice::ring {
-
-namespace {
-
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 void HostRingExecutor::State::jitter(std::uint64_t key) const {
   if (options.jitter_us == 0) return;
-  const auto us = mix64(options.seed * 0x100000001b3ull ^ key) % (options.jitter_us + 1);
+  const auto us = sluice::detail::splitmix64(options.seed * 0x100000001b3ull ^ key) % (options.jitter_us + 1);
   std::this_thread::sleep_for(std::chrono::microseconds(us));
 }
 

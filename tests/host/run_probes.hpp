@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/splitmix64.hpp"
 #include "sluice/pipeline/file_io.hpp"
 #include "sluice/pipeline/source.hpp"
 
@@ -85,12 +86,7 @@ inline std::size_t quiet_threads() {
 }
 
 // A different, reproducible value for every (seed, index).
-inline std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+inline std::uint64_t mix64(std::uint64_t x) { return detail::splitmix64(x); }
 inline std::uint64_t item_value(std::uint64_t seed, std::size_t index) { return mix64(seed * 0x100000001b3ull + index); }
 
 // What a source or sink is made to throw: its own type, so a test can see it
