@@ -172,10 +172,9 @@ std::vector<std::uintptr_t> Run::capture_key() const {
     // locked again (a HostRegistration ended and taken anew, or
     // register_memory's lock of each run) must be captured again, never
     // replayed over.
+    // The buffer its sub-page ends go through (head and tail follow from the address and size).
     const SpanLock* own = span.own_lock();
     key.push_back(reinterpret_cast<std::uintptr_t>(own ? own->edge_buffer() : nullptr));
-    key.push_back(span.head());
-    key.push_back(span.tail());
     for (const MemoryExtent& e : span.extents) {
       key.push_back(e.offset);
       key.push_back(static_cast<std::uintptr_t>(e.allocation_id));

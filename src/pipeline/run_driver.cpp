@@ -161,32 +161,39 @@ void Run::copy_direct(const Op& op, const SpanRecord& span, void* slot, bool to_
   if (tail > 0) piece(bytes - tail, bytes, true);
 }
 
-void Run::edges_in() {
-  for (const SpanRecord& s : core_.spans()) {
-    if (s.path != HostPath::direct || !s.copied_in() || s.head() + s.tail() == 0) continue;
-    const SpanLock& lock = *s.own_lock();
-    const std::size_t bytes = s.bytes();
-    if (s.head() > 0) std::memcpy(lock.edge(0, bytes), s.host, s.head());
-    if (s.tail() > 0) std::memcpy(lock.edge(bytes - s.tail(), bytes), s.host + bytes - s.tail(), s.tail());
+namespace {
+
+// The bytes of [begin, end) of a span that lie in its sub-page ends, each
+// stretch given as (its place in the span, its place in the lock's buffer, bytes).
+template <typename Fn>
+void for_each_edge_piece(const SpanRecord& s, std::size_t begin, std::size_t end, Fn&& fn) {
+  const std::size_t bytes = s.bytes();
+  for (const auto [edge_begin, edge_end] : {std::pair{std::size_t{0}, s.head()}, std::pair{bytes - s.tail(), bytes}}) {
+    const std::size_t from = std::max(begin, edge_begin), to = std::min(end, edge_end);
+    if (from < to) fn(s.host + from, s.own_lock()->edge(from, bytes), to - from);
   }
+}
+
+}  // namespace
+
+void Run::edges_in() {
+  for (const SpanRecord& s : core_.spans())
+    if (s.copied_in() && s.through_edges())
+      for_each_edge_piece(s, 0, s.bytes(), [](const std::byte* host, std::byte* edge, std::size_t n) {
+        std::memcpy(edge, host, n);
+      });
 }
 
 bool Run::has_input_edges() const {
   const SpanSet& spans = core_.spans();
-  return std::any_of(spans.begin(), spans.end(), [](const SpanRecord& s) {
-    return s.path == HostPath::direct && s.copied_in() && s.head() + s.tail() > 0;
-  });
+  return std::any_of(spans.begin(), spans.end(), [](const SpanRecord& s) { return s.copied_in() && s.through_edges(); });
 }
 
 void Run::edges_out(ItemRange items) {
-  for (const SpanRecord& s : core_.spans()) {
-    if (s.path != HostPath::direct || !s.copied_out() || s.head() + s.tail() == 0) continue;
-    const std::size_t begin = items.begin * s.item_bytes, end = items.end * s.item_bytes, bytes = s.bytes();
-    for (const auto [from0, to0] : {std::pair{std::size_t{0}, s.head()}, std::pair{bytes - s.tail(), bytes}}) {
-      const std::size_t from = std::max(begin, from0), to = std::min(end, to0);
-      if (from < to) std::memcpy(s.host + from, s.own_lock()->edge(from, bytes), to - from);
-    }
-  }
+  for (const SpanRecord& s : core_.spans())
+    if (s.copied_out() && s.through_edges())
+      for_each_edge_piece(s, items.begin * s.item_bytes, items.end * s.item_bytes,
+                          [](std::byte* host, const std::byte* edge, std::size_t n) { std::memcpy(host, edge, n); });
 }
 
 void Run::run_compute(const Op& op) {

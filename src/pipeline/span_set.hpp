@@ -100,8 +100,16 @@ struct SpanRecord {
     if (run_lock && run_lock->complete()) return run_lock.get();
     return kept_lock && kept_lock->complete() ? kept_lock.get() : nullptr;
   }
-  std::size_t head() const { return own_lock() ? own_lock()->head() : 0; }
-  std::size_t tail() const { return own_lock() ? own_lock()->tail() : 0; }
+  std::size_t head() const {
+    const SpanLock* lock = own_lock();
+    return lock ? lock->head() : 0;
+  }
+  std::size_t tail() const {
+    const SpanLock* lock = own_lock();
+    return lock ? lock->tail() : 0;
+  }
+  // A direct span some of whose bytes go through its own lock's buffer.
+  bool through_edges() const { return path == HostPath::direct && head() + tail() > 0; }
   bool copied_in() const { return role != SpanRole::output; }
   bool copied_out() const { return role != SpanRole::input; }
   bool host_pass() const { return path != HostPath::direct; }
