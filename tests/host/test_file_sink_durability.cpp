@@ -55,18 +55,6 @@ std::string replacement_problem(const std::vector<RecordedCall>& calls, const st
   return "the directory " + dir + " was not synced after the rename";
 }
 
-FileOptions with_offset(std::uint64_t offset) {
-  FileOptions o;
-  o.offset = offset;
-  return o;
-}
-
-FileOptions direct() {
-  FileOptions o;
-  o.direct = true;
-  return o;
-}
-
 }  // namespace
 
 TEST(FileSinkDurability, ARunWritesSyncsRenamesThenSyncsTheDirectory) {
@@ -76,7 +64,7 @@ TEST(FileSinkDurability, ARunWritesSyncsRenamesThenSyncsTheDirectory) {
   write_items(input, items);
   // Over an earlier output and over none; with a header; through O_DIRECT where the file system takes it.
   for (const bool earlier : {true, false})
-    for (const FileOptions& options : {FileOptions{}, with_offset(16), direct()}) {
+    for (const FileOptions& options : {FileOptions{}, FileOptions{.offset = 16}, FileOptions{.direct = true}}) {
       const auto target = dir / "out.bin";
       std::filesystem::remove(target);
       if (earlier) write_items(target, pattern(10, 1));
