@@ -43,9 +43,11 @@ void HostRingExecutor::make_slots(const RingPlan& plan) {
   std::lock_guard lock(s_->mutex);
   if (s_->plan) throw std::logic_error("host ring executor: runs one ring at a time");
   s_->plan.emplace(plan);
-  s_->device.assign(plan.slots(), std::vector<std::byte>(plan.slot_bytes(), poison));
+  s_->device.clear();
+  for (std::size_t d = 0; d < plan.slots(); ++d)
+    s_->device.push_back(std::make_shared<std::vector<std::byte>>(plan.slot_bytes(), poison));
   s_->staging.assign(plan.staging_slots(), std::vector<std::byte>(plan.slot_bytes(), poison));
-  s_->runs.assign(plan.positions() * step_count, State::Run::none);
+  s_->runs.clear();
   s_->device_holder.assign(plan.slots(), std::nullopt);
   s_->staging_holder.assign(plan.staging_slots(), std::nullopt);
   s_->first_failure.reset();
@@ -55,20 +57,38 @@ void HostRingExecutor::make_slots(const RingPlan& plan) {
   s_->consumer_lane = std::make_unique<LaneThread>();
 }
 
-std::byte* HostRingExecutor::staging_slot(std::size_t slot) { return s_->staging.at(slot).data(); }
-std::byte* HostRingExecutor::device_slot(std::size_t slot) { return s_->device.at(slot).data(); }
+std::byte* HostRingExecutor::staging_slot(std::size_t slot) {
+  std::lock_guard lock(s_->mutex);
+  return s_->staging.at(slot).data();
+}
 
-void HostRingExecutor::stage(const RingOp& op, const Fill& fill) {
+std::byte* HostRingExecutor::device_slot(std::size_t slot) {
+  std::lock_guard lock(s_->mutex);
+  return s_->device.at(slot)->data();
+}
+
+std::shared_ptr<void> HostRingExecutor::slot_memory(std::size_t slot) {
+  std::lock_guard lock(s_->mutex);
+  return s_->device.at(slot);
+}
+
+void HostRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fill) {
   if (!op.active) return;
   s_->submitted(op.ref);
-  std::byte* slot = staging_slot(op.staging_slot);
-  const std::size_t bytes = s_->plan->slot_bytes();
   // The fill's own exception reaches the producer as it was thrown.
   std::exception_ptr thrown;
   auto done = std::make_shared<std::promise<std::optional<std::string>>>();
   auto result = done->get_future();
   s_->staging_lane->enqueue([&, done] {
     done->set_value(s_->perform(op, nullptr, [&] {
+      std::byte* slot = nullptr;
+      {
+        // Past its edges no copy reads the slot: it may grow.
+        std::lock_guard lock(s_->mutex);
+        auto& memory = s_->staging.at(op.staging_slot);
+        if (memory.size() < bytes) memory.assign(bytes, poison);
+        slot = memory.data();
+      }
       try {
         fill({slot, bytes});
       } catch (...) {
@@ -84,12 +104,44 @@ void HostRingExecutor::stage(const RingOp& op, const Fill& fill) {
   }
 }
 
-void HostRingExecutor::copy(const RingOp& op, const std::byte* from) {
+void HostRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
+  for (const CopyPiece& piece : pieces)
+    if (piece.offset > bytes || piece.bytes > bytes - piece.offset)
+      throw std::invalid_argument("host ring executor: a piece past the item's bytes");
   s_->submitted(op.ref);
-  std::byte* to = device_slot(op.device_slot);
-  const std::size_t bytes = s_->plan->slot_bytes();
   State* s = s_.get();
-  s_->copy_lane->enqueue([s, op, to, from, bytes] { s->perform(op, &s->copy_failed, [&] { std::memcpy(to, from, bytes); }); });
+  std::shared_ptr<std::vector<std::byte>> to;
+  {
+    // As a GPU's executor does, the slot gets larger memory as the copy is
+    // enqueued: the consumer takes the position's pointer before the copy
+    // runs. Whoever reads the old memory holds it (Ring::Taken::memory).
+    std::lock_guard lock(s->mutex);
+    auto& memory = s->device.at(op.device_slot);
+    if (memory->size() < bytes) memory = std::make_shared<std::vector<std::byte>>(bytes, poison);
+    to = memory;
+  }
+  s_->copy_lane->enqueue([s, op, pieces, to] {
+    s->perform(op, &s->copy_failed, [&] {
+      std::byte* staged = nullptr;
+      {
+        std::lock_guard lock(s->mutex);
+        if (s->plan->staged()) staged = s->staging.at(op.staging_slot).data();
+      }
+      for (const CopyPiece& piece : pieces)
+        std::memcpy(to->data() + piece.offset, piece.from ? piece.from : staged + piece.offset, piece.bytes);
+    });
+  });
+}
+
+void HostRingExecutor::detach(const RingOp& op) {
+  std::lock_guard lock(s_->mutex);
+  auto& memory = s_->device.at(op.device_slot);
+  memory = std::make_shared<std::vector<std::byte>>(memory->size(), poison);
+}
+
+bool HostRingExecutor::copied(std::size_t position) const {
+  std::lock_guard lock(s_->mutex);
+  return s_->finished({position, Step::ready});
 }
 
 void HostRingExecutor::ready(const RingOp& op) {
@@ -169,7 +221,7 @@ void HostRingExecutor::finish() noexcept {
 HostRingExecutor::Holdings HostRingExecutor::holdings() const {
   Holdings h;
   std::lock_guard lock(s_->mutex);
-  for (const auto& slot : s_->device) h.device_bytes += slot.size();
+  for (const auto& slot : s_->device) h.device_bytes += slot->size();
   for (const auto& slot : s_->staging) h.staging_bytes += slot.size();
   for (const auto* lane : {&s_->staging_lane, &s_->copy_lane, &s_->consumer_lane})
     if (*lane) {

@@ -54,7 +54,7 @@ class HostRingExecutor final : public RingExecutor {
 
   // What it holds now, for leak checks.
   struct Holdings {
-    std::size_t device_bytes = 0;
+    std::size_t device_bytes = 0;  // the slots' own (a detached position's memory is its holder's)
     std::size_t staging_bytes = 0;
     std::size_t lane_threads = 0;
     std::size_t pending = 0;  // operations enqueued on lanes and not finished
@@ -66,8 +66,11 @@ class HostRingExecutor final : public RingExecutor {
   void make_slots(const RingPlan& plan) override;
   std::byte* staging_slot(std::size_t slot) override;
   std::byte* device_slot(std::size_t slot) override;
-  void stage(const RingOp& op, const Fill& fill) override;
-  void copy(const RingOp& op, const std::byte* from) override;
+  std::shared_ptr<void> slot_memory(std::size_t slot) override;
+  void stage(const RingOp& op, std::size_t bytes, const Fill& fill) override;
+  void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) override;
+  void detach(const RingOp& op) override;
+  bool copied(std::size_t position) const override;
   void ready(const RingOp& op) override;
   void take(const RingOp& op, ConsumerLane lane) override;
   void release(const RingOp& op, ConsumerLane lane) override;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ring/host_ring_executor.hpp"
@@ -27,8 +28,11 @@ struct HostRingExecutor::State {
   mutable std::mutex mutex;
   std::condition_variable changed;
   std::optional<RingPlan> plan;
-  std::vector<std::vector<std::byte>> device, staging;
-  std::vector<Run> runs;  // by OpRef::index()
+  // A device slot's memory is shared with whoever holds a position taken
+  // from it (Ring::Taken::memory), so that a detached one outlives the slot.
+  std::vector<std::shared_ptr<std::vector<std::byte>>> device;
+  std::vector<std::vector<std::byte>> staging;
+  std::unordered_map<std::size_t, Run> runs;  // by OpRef::index(): an unbounded ring has no end to size a vector by
   std::vector<std::optional<std::size_t>> device_holder;   // the position a device slot holds until released
   std::vector<std::optional<std::size_t>> staging_holder;  // the position a staging slot holds until copied
   std::vector<RingFault> faults;
@@ -41,9 +45,10 @@ struct HostRingExecutor::State {
   std::uint64_t consumer_work = 0;
   std::unique_ptr<LaneThread> staging_lane, copy_lane, consumer_lane;
 
-  Run& run(OpRef ref) { return runs.at(ref.index()); }
-  bool finished(OpRef ref) {
-    const Run r = run(ref);
+  Run& run(OpRef ref) { return runs[ref.index()]; }
+  bool finished(OpRef ref) const {
+    const auto at = runs.find(ref.index());
+    const Run r = at == runs.end() ? Run::none : at->second;
     return r == Run::done || r == Run::failed;
   }
   bool kept(const RingOp& op, const RingEdge& e) const { return !keep || keep(op, e); }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -15,10 +16,15 @@ RingError::RingError(std::size_t position, std::size_t item, Step step, const st
 
 Ring::Ring(RingPlan plan, RingExecutor& executor, RingSource source)
     : plan_(std::move(plan)), executor_(executor), source_(std::move(source)), next_(plan_.start()), produced_(plan_.start()) {
-  if (plan_.staged() && !source_.fill) throw std::invalid_argument("ring: a staged plan needs a fill function");
-  if (!plan_.staged() && !source_.source) throw std::invalid_argument("ring: an unstaged plan needs a source function");
+  if (!source_.put_by_caller) {
+    if (plan_.staged() && !source_.fill) throw std::invalid_argument("ring: a staged plan needs a fill function");
+    if (!plan_.staged() && !source_.source) throw std::invalid_argument("ring: an unstaged plan needs a source function");
+    if (plan_.unbounded()) throw std::invalid_argument("ring: an unbounded ring's items come from the caller's put()");
+  } else if (!plan_.staged()) {
+    throw std::invalid_argument("ring: the caller's items are staged (their pieces may still point at page-locked memory)");
+  }
   executor_.make_slots(plan_);
-  producer_ = std::thread([this] { produce(); });
+  if (!source_.put_by_caller) producer_ = std::thread([this] { produce(); });
 }
 
 Ring::~Ring() { stop(); }
@@ -31,46 +37,61 @@ void Ring::stop() noexcept {
   }
   changed_.notify_all();
   if (producer_.joinable()) producer_.join();
+  {
+    // A caller's put() past its lead finishes what it enqueues; one blocked
+    // on its lead wakes to stopping_ and enqueues nothing.
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !putting_; });
+  }
   // After the producer: nothing more is enqueued while the lanes drain.
   executor_.finish();
+}
+
+void Ring::wait_for_lead(std::size_t p) {
+  // The producer's lead: the host waits here, so the ring holds at most
+  // `ahead` positions beyond the consumer's and never runs away from it.
+  const RingOp first = plan_.op(p, plan_.staged() ? Step::stage : Step::copy);
+  for (const RingEdge& e : first) {
+    if (e.why != Why::ahead || !executor_.keeps(first, e)) continue;
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return stopping_ || next_ > e.on.position; });
+  }
+}
+
+void Ring::produce_position(std::size_t p, const Item& item, Step& step) {
+  step = Step::stage;
+  if (plan_.staged()) executor_.stage(plan_.op(p, Step::stage), item.bytes, item.fill ? item.fill : [](std::span<std::byte>) {});
+  step = Step::copy;
+  executor_.copy(plan_.op(p, Step::copy), item.bytes, item.pieces);
+  step = Step::ready;
+  executor_.ready(plan_.op(p, Step::ready));
+  {
+    std::lock_guard lock(mutex_);
+    bytes_[p] = item.bytes;
+    produced_ = p + 1;
+  }
+  changed_.notify_all();
 }
 
 void Ring::produce() noexcept {
   std::size_t p = plan_.start();
   Step step = Step::stage;
   try {
+    const std::size_t bytes = plan_.slot_bytes();
     for (; p < plan_.positions(); ++p) {
-      const RingOp first = plan_.op(p, plan_.staged() ? Step::stage : Step::copy);
-      // The producer's lead: the host waits here, so the ring holds at most
-      // `ahead` positions beyond the consumer's and never runs away from it.
-      for (const RingEdge& e : first) {
-        if (e.why != Why::ahead || !executor_.keeps(first, e)) continue;
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || next_ > e.on.position; });
-      }
+      wait_for_lead(p);
       {
         std::lock_guard lock(mutex_);
         if (stopping_) return;
       }
       const std::size_t item = plan_.item(p);
-      step = Step::stage;
-      const std::byte* from = nullptr;
-      if (plan_.staged()) {
-        executor_.stage(first, [&](std::span<std::byte> slot) { source_.fill(item, slot); });
-        from = executor_.staging_slot(plan_.staging_slot(p));
-      } else {
-        step = Step::copy;
-        from = source_.source(item);
-      }
-      step = Step::copy;
-      executor_.copy(plan_.op(p, Step::copy), from);
-      step = Step::ready;
-      executor_.ready(plan_.op(p, Step::ready));
-      {
-        std::lock_guard lock(mutex_);
-        produced_ = p + 1;
-      }
-      changed_.notify_all();
+      Item one{bytes, {}, {{nullptr, 0, bytes}}};
+      step = Step::copy;  // an unstaged ring's source is asked for the copy
+      if (plan_.staged())
+        one.fill = [&](std::span<std::byte> slot) { source_.fill(item, slot); };
+      else
+        one.pieces.front().from = source_.source(item);
+      produce_position(p, one, step);
     }
   } catch (const std::exception& e) {
     std::lock_guard lock(mutex_);
@@ -78,6 +99,61 @@ void Ring::produce() noexcept {
   } catch (...) {
     std::lock_guard lock(mutex_);
     error_.emplace(p, plan_.item(p), step, "an unknown exception");
+  }
+  changed_.notify_all();
+}
+
+std::size_t Ring::put(const Item& item) {
+  std::size_t p = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!source_.put_by_caller) throw std::logic_error("ring: put() on a ring whose own thread produces");
+    if (stopping_) throw std::logic_error("ring: put() after stop()");
+    if (closed_at_) throw std::logic_error("ring: put() after close()");
+    if (error_) throw std::logic_error("ring: put() after the producer failed");
+    p = produced_;
+    if (p >= plan_.positions()) throw std::logic_error("ring: put() past the last position");
+  }
+  wait_for_lead(p);
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw std::logic_error("ring: put() after stop()");
+    putting_ = true;
+  }
+  Step step = Step::stage;
+  try {
+    produce_position(p, item, step);
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(mutex_);
+      error_.emplace(p, plan_.item(p), step, e.what());
+      putting_ = false;
+    }
+    changed_.notify_all();
+    throw;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    putting_ = false;
+  }
+  changed_.notify_all();
+  return p;
+}
+
+void Ring::close() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!source_.put_by_caller) throw std::logic_error("ring: close() on a ring whose own thread produces");
+    if (!closed_at_) closed_at_ = produced_;
+  }
+  changed_.notify_all();
+}
+
+void Ring::fail(const std::string& what) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!source_.put_by_caller) throw std::logic_error("ring: fail() on a ring whose own thread produces");
+    if (!error_ && !closed_at_) error_.emplace(produced_, plan_.item(produced_), Step::stage, what);
   }
   changed_.notify_all();
 }
@@ -95,46 +171,68 @@ void Ring::throw_failure(std::unique_lock<std::mutex>& lock) {
   throw error;
 }
 
+void Ring::release_locked(std::size_t position, ConsumerLane lane) {
+  const auto at = std::find(held_.begin(), held_.end(), position);
+  if (at == held_.end()) throw std::logic_error(fmt::format("ring: position {} is not one the consumer holds", position));
+  executor_.release(plan_.op(position, Step::release), lane);
+  held_.erase(at);
+}
+
+bool Ring::ready_within(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] {
+    return stopped_ || produced_ > next_ || error_.has_value() || next_ >= end_locked();
+  });
+}
+
 std::optional<Ring::Taken> Ring::take(ConsumerLane lane) {
   std::unique_lock lock(mutex_);
   if (stopped_) throw std::logic_error("ring: take() after stop()");
   const std::size_t p = next_;
-  if (p >= plan_.positions()) {
-    if (held_) {
-      executor_.release(plan_.op(*held_, Step::release), lane);
-      held_.reset();
-    }
+  changed_.wait(lock, [&] { return produced_ > p || error_.has_value() || p >= end_locked() || stopping_; });
+  if (stopping_) throw std::logic_error("ring: take() after stop()");
+  if (p >= end_locked() && produced_ <= p && !error_) {
+    while (!held_.empty()) release_locked(held_.front(), lane);
     lock.unlock();
     // The end: the host waits for the last copy, where a failure of any copy
     // shows (on a GPU, the copy stream's sticky error); once, nothing is left.
-    executor_.host_wait({plan_.positions() - 1, Step::ready});
+    if (p > plan_.start()) executor_.host_wait({p - 1, Step::ready});
     lock.lock();
     if (executor_.failure() || error_) throw_failure(lock);
     return std::nullopt;
   }
-  changed_.wait(lock, [&] { return produced_ > p || error_.has_value(); });
   // A copy that failed at or before p fails this take; one after p, a later take.
   if (const auto failed = executor_.failure(); (failed && failed->at.position <= p) || produced_ <= p) throw_failure(lock);
-  if (held_) {
-    executor_.release(plan_.op(*held_, Step::release), lane);
-    held_.reset();
-  }
+  while (held_.size() >= plan_.held()) release_locked(held_.front(), lane);
   executor_.take(plan_.op(p, Step::take), lane);
-  held_ = p;
+  held_.push_back(p);
   next_ = p + 1;
+  const std::size_t bytes = bytes_.at(p);
+  bytes_.erase(p);
+  const std::size_t slot = plan_.device_slot(p);
+  Taken taken{p, plan_.item(p), slot, executor_.device_slot(slot), bytes, executor_.slot_memory(slot)};
   lock.unlock();
   changed_.notify_all();
-  const std::size_t slot = plan_.device_slot(p);
-  return Taken{p, plan_.item(p), slot, executor_.device_slot(slot), plan_.slot_bytes()};
+  return taken;
 }
 
 void Ring::release(std::size_t position, ConsumerLane lane) {
   std::lock_guard lock(mutex_);
   if (stopped_) throw std::logic_error("ring: release() after stop()");
-  if (!held_ || *held_ != position)
-    throw std::logic_error(fmt::format("ring: position {} is not the one the consumer holds", position));
-  executor_.release(plan_.op(position, Step::release), lane);
-  held_.reset();
+  release_locked(position, lane);
+}
+
+void Ring::detach(std::size_t position) {
+  std::lock_guard lock(mutex_);
+  if (stopped_) throw std::logic_error("ring: detach() after stop()");
+  if (std::find(held_.begin(), held_.end(), position) == held_.end())
+    throw std::logic_error(fmt::format("ring: position {} is not one the consumer holds", position));
+  executor_.detach(plan_.op(position, Step::release));
+}
+
+std::size_t Ring::next_put() const {
+  std::lock_guard lock(mutex_);
+  return produced_;
 }
 
 std::size_t Ring::next_position() const {

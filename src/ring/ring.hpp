@@ -7,9 +7,12 @@
 //   Ring ring(plan, executor, {.fill = read_item});
 //   while (auto t = ring.take(lane)) {   // position t->position, its item in t->data
 //     launch work on `lane` reading t->data;
-//   }                                    // position i is released at take i+1, or by release(i)
+//   }                                    // position i is released at take i+held, or by release(i)
 //
-// A producer thread walks the plan, never more than `ahead` positions beyond
+// The producer is the ring's own thread walking the plan, or the caller's
+// (RingSource::put_by_caller: a prefetcher whose batches come from a Python
+// iterable), who hands it items of any size with put() and ends with close().
+// Either way it stays never more than `ahead` positions beyond
 // the consumer: it stages each item (host threads), enqueues its copy (after
 // the release of the slot's previous position, on the copy lane, not the
 // host), and records ready. take() makes the consumer's lane wait for ready,
@@ -17,8 +20,13 @@
 // A position that fails makes take() of it throw a RingError naming the
 // position, its item and the step. stop(), or destroying the ring, leaves
 // nothing running: the producer joined, every lane drained, the slots gone.
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -45,8 +53,10 @@ class RingError : public std::runtime_error {
   Step step_;
 };
 
-// Where an item's bytes come from: `fill` for a staged plan, `source` for an unstaged one.
+// Where an item's bytes come from: `fill` for a staged plan, `source` for an
+// unstaged one; or the caller's put() (put_by_caller), with neither.
 struct RingSource {
+  bool put_by_caller = false;
   // Writes the item's slot_bytes into a staging slot, on the staging threads. Throws to fail the position.
   std::function<void(std::size_t item, std::span<std::byte> slot)> fill = {};
   // The item's slot_bytes, in memory the copy lane reaches (page-locked), kept by the caller while the ring runs.
@@ -68,13 +78,47 @@ class Ring {
     std::size_t slot = 0;
     std::byte* data = nullptr;  // the device slot, valid on the consumer's lane until the position is released
     std::size_t bytes = 0;
+    std::shared_ptr<void> memory;  // what holds `data`: kept past the release by detach()
   };
-  // The next position, once the consumer's lane waits for it; the previous
-  // one is released first if the consumer has not. nullopt past the last.
-  // Throws RingError for a failed position, std::logic_error after stop().
+  // One item, from a producer of the caller's: `bytes` on the device, of
+  // which `fill` writes the staged pieces into the staging slot (at their
+  // offsets) on the staging threads, and `pieces` says what is copied from
+  // where (CopyPiece: the staging slot, or the caller's page-locked memory,
+  // which it keeps until copied(position)).
+  struct Item {
+    std::size_t bytes = 0;
+    RingExecutor::Fill fill = {};  // empty where nothing is staged
+    std::vector<CopyPiece> pieces;
+  };
+  // Waits for the producer's lead (the host, as the ring's own producer
+  // does), stages and enqueues the copy, and returns the position. Throws
+  // std::logic_error without put_by_caller, after close(), or once the ring
+  // is stopped; what the stage or copy throws fails the position (take() of
+  // it throws a RingError) and is thrown here too.
+  std::size_t put(const Item& item);
+  // The position the next put() fills (one producer at a time).
+  std::size_t next_put() const;
+  // The producer is done: take() past the last position put returns nullopt.
+  void close();
+  // The producer failed before its next item: take() of that position throws
+  // a RingError saying `what`.
+  void fail(const std::string& what);
+  // Whether the copy of a position put has run: its pieces' memory may be let go.
+  bool copied(std::size_t position) const { return executor_.copied(position); }
+
+  // The next position, once the consumer's lane waits for it; the oldest one
+  // held is released first where the consumer holds `held` already.
+  // nullopt past the last. Throws RingError for a failed position,
+  // std::logic_error after stop().
   std::optional<Taken> take(ConsumerLane lane = {});
-  // Releases the position the consumer holds (the last taken) before the next take.
+  // Whether take() would return without waiting for the producer, waiting up
+  // to `timeout` for that (so that a caller can wake to check for an interrupt).
+  bool ready_within(std::chrono::milliseconds timeout);
+  // Releases a position the consumer holds before take() would.
   void release(std::size_t position, ConsumerLane lane = {});
+  // Lets a position the consumer holds keep its memory beyond its release
+  // (Taken::memory): its slot gets new memory for the positions after it.
+  void detach(std::size_t position);
   // Ends the ring early: nothing runs once it returns. Idempotent.
   void stop() noexcept;
 
@@ -84,7 +128,12 @@ class Ring {
 
  private:
   void produce() noexcept;
+  // Stage and copy of position p (any producer); the ahead wait is the caller's.
+  void produce_position(std::size_t p, const Item& item, Step& step);
+  void wait_for_lead(std::size_t p);
   [[noreturn]] void throw_failure(std::unique_lock<std::mutex>& lock);
+  void release_locked(std::size_t position, ConsumerLane lane);
+  std::size_t end_locked() const { return closed_at_ ? *closed_at_ : plan_.positions(); }
 
   RingPlan plan_;
   RingExecutor& executor_;
@@ -94,10 +143,13 @@ class Ring {
   std::condition_variable changed_;
   std::size_t next_;      // the next position to take
   std::size_t produced_;  // positions before this have ready enqueued
-  std::optional<std::size_t> held_;  // taken and not yet released
+  std::deque<std::size_t> held_;     // taken and not yet released, oldest first
+  std::map<std::size_t, std::size_t> bytes_;  // of each position produced and not yet taken
+  std::optional<std::size_t> closed_at_;      // the caller's producer is done: the positions end here
   std::optional<RingError> error_;   // the producer's failure
   bool stopping_ = false;
   bool stopped_ = false;
+  bool putting_ = false;  // a caller's put() is enqueuing
   std::thread producer_;  // last: starts when everything above exists
 };
 

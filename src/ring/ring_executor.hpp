@@ -13,7 +13,9 @@
 // consumer (take, release, failure), and make/finish from whoever owns the ring.
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -34,6 +36,15 @@ struct LaneFailure {
   std::string what;
 };
 
+// A piece of a position's copy: `bytes` from `from` (page-locked memory the
+// caller keeps until the copy is done), or from the staging slot where
+// `from` is null, to the same `offset` in the device slot.
+struct CopyPiece {
+  const std::byte* from = nullptr;
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
 class RingExecutor {
  public:
   virtual ~RingExecutor() = default;
@@ -42,26 +53,38 @@ class RingExecutor {
   virtual void make_slots(const RingPlan& plan) = 0;
   virtual std::byte* staging_slot(std::size_t slot) = 0;
   virtual std::byte* device_slot(std::size_t slot) = 0;
+  // The device slot's memory as it is now, shared: whoever holds it keeps it
+  // alive after the slot is given other memory (detach) or the ring ends.
+  virtual std::shared_ptr<void> slot_memory(std::size_t slot) = 0;
 
   // Host, on the calling (producer) thread: waits for the stage's staging-slot
-  // edge (the host must: it is about to write the slot), then runs `fill` on
-  // the staging threads and returns once it is done. Throws what `fill`
-  // throws, or the failure of the copy it waited on.
+  // edge (the host must: it is about to write the slot), gives the slot at
+  // least `bytes`, then runs `fill` over those bytes on the staging threads
+  // and returns once it is done. Throws what `fill` throws, or the failure of
+  // the copy it waited on.
   using Fill = std::function<void(std::span<std::byte> slot)>;
-  virtual void stage(const RingOp& op, const Fill& fill) = 0;
-  // Copy lane, returning at once: after the op's edges, copy `from` (slot_bytes) into its device slot.
-  virtual void copy(const RingOp& op, const std::byte* from) = 0;
+  virtual void stage(const RingOp& op, std::size_t bytes, const Fill& fill) = 0;
+  // Copy lane, returning at once: after the op's edges, gives the device slot
+  // at least `bytes` (new memory where it is smaller) and copies the pieces into it.
+  virtual void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) = 0;
   // Copy lane: the position is on the device once the lane gets here.
   virtual void ready(const RingOp& op) = 0;
   // Consumer lane, returning at once: the lane waits for the position's ready.
   virtual void take(const RingOp& op, ConsumerLane lane) = 0;
   // Consumer lane, returning at once: the consumer's work so far is done with the slot.
   virtual void release(const RingOp& op, ConsumerLane lane) = 0;
+  // Consumer, before the release `op`: the position's memory stays with
+  // whoever holds it (slot_memory), and the slot gets new memory, so that
+  // no later copy writes what the holder still reads.
+  virtual void detach(const RingOp& op) = 0;
 
   // The first operation that failed on a lane, if any (no wait).
   virtual std::optional<LaneFailure> failure() const = 0;
   // The host waits until `op` has run (or failed). Where the host must: the ring's end.
   virtual void host_wait(OpRef op) = 0;
+  // Whether the copy of `position`, the last ready of which was enqueued at
+  // most slots positions ago, has run (no wait): its sources may be let go.
+  virtual bool copied(std::size_t position) const = 0;
   // Whether the engine waits on this edge (every edge, except on a test
   // executor told to leave some out, to show what each one guards).
   virtual bool keeps(const RingOp&, const RingEdge&) const { return true; }

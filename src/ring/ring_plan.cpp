@@ -44,15 +44,18 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
   if (o_.items == 0) throw std::invalid_argument("ring: no items to hand out");
   if (o_.steps == 0) throw std::invalid_argument("ring: steps must be at least 1");
   if (o_.ahead == 0) throw std::invalid_argument("ring: ahead must be at least 1 position");
+  if (o_.held == 0) throw std::invalid_argument("ring: the consumer holds at least the position it took last");
   if (o_.slot_bytes == 0) throw std::invalid_argument("ring: a slot of 0 bytes");
-  slots_ = o_.slots == 0 ? o_.ahead + 1 : o_.slots;
-  // With `ahead` positions in flight beyond the one the consumer holds, fewer
-  // slots would make the producer's copies wait on the consumer's releases:
-  // the lead that `ahead` asks for could never be had.
-  if (slots_ < o_.ahead + 1)
-    throw std::invalid_argument(fmt::format("ring: {} device slots cannot hold ahead {} positions and the one the consumer holds: "
+  if (o_.items == RingOptions::unbounded && (o_.order != Order::batches || o_.steps != 1))
+    throw std::invalid_argument("ring: an unbounded ring hands out batches, once");
+  slots_ = o_.slots == 0 ? o_.ahead + o_.held : o_.slots;
+  // With `ahead` positions in flight beyond the `held` ones the consumer
+  // holds, fewer slots would make the producer's copies wait on the
+  // consumer's releases: the lead that `ahead` asks for could never be had.
+  if (slots_ < o_.ahead + o_.held)
+    throw std::invalid_argument(fmt::format("ring: {} device slots cannot hold ahead {} positions and the {} the consumer holds: "
                                             "give at least {} slots",
-                                            slots_, o_.ahead, o_.ahead + 1));
+                                            slots_, o_.ahead, o_.held, o_.ahead + o_.held));
   staging_ = o_.staged ? slots_ : 0;
   const std::size_t per_step = o_.order == Order::layers ? 2 * o_.items : o_.items;
   if (per_step > SIZE_MAX / o_.steps) throw std::invalid_argument("ring: too many positions");
@@ -138,10 +141,10 @@ std::string describe(const RingPlan& plan, const RingOp& op) {
 
 std::string explain(const RingPlan& plan, std::size_t shown) {
   const RingOptions& o = plan.options();
-  std::string out = fmt::format("ring: {} positions ({} of {} item{}, {} step{}), from position {}\n", plan.positions(),
+  std::string out = plan.unbounded() ? fmt::format("ring: batches until the producer ends, from position {}\n", plan.start()) : fmt::format("ring: {} positions ({} of {} item{}, {} step{}), from position {}\n", plan.positions(),
                                 to_string(o.order), o.items, o.items == 1 ? "" : "s", o.steps, o.steps == 1 ? "" : "s",
                                 plan.start());
-  out += fmt::format("  ahead {}, {} device slots", plan.ahead(), plan.slots());
+  out += fmt::format("  ahead {}, held {}, {} device slots", plan.ahead(), plan.held(), plan.slots());
   out += plan.staged() ? fmt::format(", {} staging slots", plan.staging_slots()) : std::string(", unstaged");
   out += fmt::format(" of {} bytes\n", plan.slot_bytes());
   auto position = [&](std::size_t p) {
@@ -152,7 +155,7 @@ std::string explain(const RingPlan& plan, std::size_t shown) {
   };
   const std::size_t end = plan.start() + std::min(shown, plan.positions() - plan.start());
   for (std::size_t p = plan.start(); p < end; ++p) position(p);
-  if (end < plan.positions()) {
+  if (end < plan.positions() && !plan.unbounded()) {
     if (end + 1 < plan.positions()) out += "  ...\n";
     position(plan.positions() - 1);
   }

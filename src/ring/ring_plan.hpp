@@ -11,7 +11,7 @@
 // and nowhere else: how many slots, which slot a position uses, who waits on
 // whom.
 //
-// Position i, with A = ahead, D device slots (D >= A + 1) and P staging slots
+// Position i, with A = ahead, H = held, D device slots (D >= A + H) and P staging slots
 // (P = D where the producer stages, none where the copy reads the caller's
 // page-locked memory):
 //
@@ -22,7 +22,7 @@
 //                                                            release i-D  (the device slot's last user)
 //   ready   i  copy lane     an event after the copy   after copy i
 //   take    i  consumer lane the consumer's lane waits after ready i
-//   release i  consumer lane the consumer is done      after take i       (by default at take i+1)
+//   release i  consumer lane the consumer is done      after take i       (by default at take i+H)
 //
 // Edges on positions before the plan's start (a resumed ring) are left out:
 // those operations never run.
@@ -42,13 +42,18 @@ enum class Order : std::uint8_t {
 std::string_view to_string(Order order);
 
 struct RingOptions {
-  std::size_t items = 0;       // distinct items: batches, or layers
+  // Items for a ring whose producer hands it items until it says it is done
+  // (a prefetcher over a Python iterable): position i holds item i.
+  static constexpr std::size_t unbounded = SIZE_MAX;
+
+  std::size_t items = 0;       // distinct items: batches, or layers; or unbounded
   Order order = Order::batches;
   std::size_t steps = 1;       // passes over the order (epochs, training steps)
   std::size_t ahead = 2;       // positions the producer may run ahead of the consumer
-  std::size_t slots = 0;       // device slots; 0: ahead + 1
+  std::size_t held = 1;        // positions the consumer holds at once: the oldest is released as it takes one more
+  std::size_t slots = 0;       // device slots; 0: ahead + held
   bool staged = true;          // the producer fills pinned staging slots (else the copy reads the caller's memory)
-  std::size_t slot_bytes = 0;  // bytes of one item, in every slot
+  std::size_t slot_bytes = 0;  // bytes of one item, in every slot (an unbounded ring's first capacity: items may differ)
   std::size_t start = 0;       // the first position taken: a ring resumed where another stopped
 };
 
@@ -99,14 +104,17 @@ struct RingOp {
 class RingPlan {
  public:
   // Throws std::invalid_argument, before any work, for no items, no steps,
-  // ahead 0, fewer than ahead + 1 device slots, a slot of 0 bytes, or a
-  // start past the last position.
+  // ahead 0, held 0, fewer than ahead + held device slots, a slot of 0 bytes,
+  // a start past the last position, or an unbounded ring of layers or of
+  // more than one step.
   explicit RingPlan(RingOptions options);
 
   const RingOptions& options() const { return o_; }
   std::size_t positions() const { return positions_; }
   std::size_t start() const { return o_.start; }
   std::size_t ahead() const { return o_.ahead; }
+  std::size_t held() const { return o_.held; }
+  bool unbounded() const { return o_.items == RingOptions::unbounded; }
   std::size_t slots() const { return slots_; }
   std::size_t staging_slots() const { return staging_; }
   bool staged() const { return o_.staged; }

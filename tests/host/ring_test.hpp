@@ -37,6 +37,12 @@ inline std::size_t wrong_bytes(const std::byte* data, std::size_t bytes, std::si
   return wrong;
 }
 
+inline std::vector<std::size_t> upto(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
 inline RingOptions ring_options(std::size_t items, std::size_t ahead = 2, Order order = Order::batches, std::size_t steps = 1) {
   RingOptions o;
   o.items = items;

@@ -14,16 +14,6 @@
 
 namespace sluice::test {
 
-namespace {
-
-std::vector<std::size_t> upto(std::size_t n) {
-  std::vector<std::size_t> v;
-  for (std::size_t i = 0; i < n; ++i) v.push_back(i);
-  return v;
-}
-
-}  // namespace
-
 TEST(Ring, TakesEveryPositionInPlanOrder) {
   HostRingExecutor executor;
   Seen seen;

@@ -3,6 +3,7 @@
 // out by hand from the rules in ring_plan.hpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -131,7 +132,7 @@ TEST(RingPlan, ExplainPrintsTheSlotsAndEachOperation) {
   const RingPlan plan(o);
   const std::string text = explain(plan, 4);
   EXPECT_NE(text.find("ring: 8 positions (layers of 4 items, 1 step), from position 0"), std::string::npos) << text;
-  EXPECT_NE(text.find("ahead 2, 3 device slots, 3 staging slots of 64 bytes"), std::string::npos) << text;
+  EXPECT_NE(text.find("ahead 2, held 1, 3 device slots, 3 staging slots of 64 bytes"), std::string::npos) << text;
   EXPECT_NE(text.find("item 3 -> staging[0]"), std::string::npos) << text;  // position 3: layer 3 going back
   EXPECT_NE(text.find("after stage 3 (data), release 0 (device slot)"), std::string::npos) << text;
   EXPECT_NE(text.find("after take 1 (ahead), copy 0 (staging slot)"), std::string::npos) << text;
@@ -167,6 +168,34 @@ TEST(RingPlan, BadOptionsAreRefusedWithAReason) {
   o = options(4, 3);
   o.slots = 4;
   EXPECT_EQ(refusal(o), "accepted");
+  o.held = 2;  // the consumer holds two: ahead 3 needs 5
+  EXPECT_NE(refusal(o).find("the 2 the consumer holds: give at least 5 slots"), std::string::npos) << refusal(o);
+  o.held = 0;
+  EXPECT_NE(refusal(o).find("holds at least"), std::string::npos) << refusal(o);
+  o = options(RingOptions::unbounded);
+  o.steps = 2;
+  EXPECT_NE(refusal(o).find("unbounded ring hands out batches, once"), std::string::npos) << refusal(o);
+}
+
+TEST(RingPlan, HeldPositionsAddSlotsAndDelayTheSlotsReuse) {
+  RingOptions o = options(10, 2);
+  o.held = 2;
+  const RingPlan plan(o);
+  EXPECT_EQ(plan.slots(), 4u);
+  // copy 6 reuses slot 2, which position 2 holds until its release (at take 4).
+  const RingOp copy = plan.op(6, Step::copy);
+  EXPECT_EQ(copy.device_slot, 2u);
+  EXPECT_TRUE(std::any_of(copy.begin(), copy.end(), [](const RingEdge& e) {
+    return e.on == OpRef{2, Step::release} && e.why == Why::device_slot;
+  }));
+}
+
+TEST(RingPlan, AnUnboundedPlanHoldsItemIAtPositionI) {
+  const RingPlan plan(options(RingOptions::unbounded, 2));
+  EXPECT_TRUE(plan.unbounded());
+  EXPECT_EQ(plan.item(12345), 12345u);
+  const std::string text = explain(plan, 2);
+  EXPECT_NE(text.find("batches until the producer ends"), std::string::npos) << text;
 }
 
 }  // namespace sluice::test

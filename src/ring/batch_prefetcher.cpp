@@ -1,0 +1,136 @@
+#include "ring/batch_prefetcher.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace sluice::ring {
+
+namespace {
+
+// Below this, the producer copies a batch's pieces itself: the staging
+// threads' hand-off would cost more than the copy.
+constexpr std::size_t small_batch = std::size_t{256} << 10;
+constexpr std::size_t staging_piece = std::size_t{1} << 20;
+
+// The pageable pieces, end to end: [k] is where piece k starts in that run.
+struct PageableRun {
+  std::vector<std::size_t> piece;  // indices into the batch's pieces
+  std::vector<std::size_t> start;
+  std::size_t bytes = 0;
+};
+
+PageableRun pageable_run(std::span<const HostPiece> pieces) {
+  PageableRun run;
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    if (pieces[k].page_locked || pieces[k].bytes == 0) continue;
+    run.piece.push_back(k);
+    run.start.push_back(run.bytes);
+    run.bytes += pieces[k].bytes;
+  }
+  return run;
+}
+
+}  // namespace
+
+BatchLayout lay_out(std::span<const HostPiece> pieces, std::size_t align) {
+  BatchLayout layout;
+  for (const HostPiece& piece : pieces) {
+    layout.bytes = (layout.bytes + align - 1) / align * align;
+    layout.offsets.push_back(layout.bytes);
+    layout.bytes += piece.bytes;
+  }
+  layout.bytes = std::max<std::size_t>(layout.bytes, 1);  // an empty batch still takes a position
+  return layout;
+}
+
+RingPlan BatchPrefetcher::plan(const PrefetchOptions& o) {
+  if (o.ahead == 0 || o.held == 0) throw std::invalid_argument("prefetcher: ahead and held must be at least 1 batch");
+  if (o.align == 0 || (o.align & (o.align - 1)) != 0) throw std::invalid_argument("prefetcher: align must be a power of two");
+  RingOptions r;
+  r.items = RingOptions::unbounded;
+  r.ahead = o.ahead;
+  r.held = o.held;
+  r.slot_bytes = 1;  // each slot grows to the batches it holds
+  return RingPlan(r);
+}
+
+BatchPrefetcher::BatchPrefetcher(RingExecutor& executor, PrefetchOptions options)
+    : options_(options), staging_(options.threads), ring_(plan(options), executor, {.put_by_caller = true}) {}
+
+BatchPrefetcher::~BatchPrefetcher() { stop(); }
+
+std::size_t BatchPrefetcher::put(std::span<const HostPiece> pieces) {
+  for (const HostPiece& piece : pieces)
+    if (!piece.data && piece.bytes > 0) throw std::invalid_argument("prefetcher: a piece of a batch has no data");
+  BatchLayout layout = lay_out(pieces, options_.align);
+  const PageableRun run = pageable_run(pieces);
+  Ring::Item item;
+  item.bytes = layout.bytes;
+  // Pageable pieces go to the staging slot at their offsets in the block;
+  // the copy takes each stretch of staged pieces in one piece.
+  std::optional<std::size_t> staged_from;
+  std::size_t staged_to = 0;
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    const std::size_t at = layout.offsets[k], end = at + pieces[k].bytes;
+    if (pieces[k].bytes == 0) continue;
+    if (pieces[k].page_locked) {
+      if (staged_from) item.pieces.push_back({nullptr, *staged_from, staged_to - *staged_from});
+      staged_from.reset();
+      item.pieces.push_back({pieces[k].data, at, pieces[k].bytes});
+    } else {
+      if (!staged_from) staged_from = at;
+      staged_to = end;
+    }
+  }
+  if (staged_from) item.pieces.push_back({nullptr, *staged_from, staged_to - *staged_from});
+  if (run.bytes > 0) {
+    item.fill = [&](std::span<std::byte> slot) {
+      auto copy_range = [&](std::size_t from, std::size_t length) {
+        // The pieces that [from, from + length) of the run covers.
+        std::size_t r = std::upper_bound(run.start.begin(), run.start.end(), from) - run.start.begin() - 1;
+        for (std::size_t done = 0; done < length; ++r) {
+          const std::size_t k = run.piece[r];
+          const std::size_t inside = from + done - run.start[r];
+          const std::size_t n = std::min(length - done, pieces[k].bytes - inside);
+          std::memcpy(slot.data() + layout.offsets[k] + inside, pieces[k].data + inside, n);
+          done += n;
+        }
+      };
+      if (run.bytes < small_batch)
+        copy_range(0, run.bytes);
+      else
+        staging_.run(run.bytes, std::max(staging_piece, run.bytes / (4 * staging_.thread_count()) + 1), copy_range);
+    };
+  }
+  // The offsets are known before the consumer can take the position.
+  std::unique_lock lock(mutex_);
+  const std::size_t position = ring_.next_put();
+  offsets_[position] = layout.offsets;  // the fill still reads layout
+  lock.unlock();
+  try {
+    return ring_.put(item);
+  } catch (...) {
+    lock.lock();
+    offsets_.erase(position);
+    throw;
+  }
+}
+
+void BatchPrefetcher::close() { ring_.close(); }
+void BatchPrefetcher::fail(const std::string& what) { ring_.fail(what); }
+
+std::optional<BatchPrefetcher::Batch> BatchPrefetcher::next(ConsumerLane lane) {
+  auto taken = ring_.take(lane);
+  if (!taken) return std::nullopt;
+  Batch batch{taken->position, taken->data, {}, taken->bytes, std::move(taken->memory)};
+  std::lock_guard lock(mutex_);
+  auto at = offsets_.find(taken->position);
+  if (at != offsets_.end()) {
+    batch.offsets = std::move(at->second);
+    offsets_.erase(at);
+  }
+  return batch;
+}
+
+}  // namespace sluice::ring
