@@ -12,6 +12,9 @@
     for inputs, targets in sluice.TokenLoader(["train_*.bin"], batch=16, seq=1024, shuffle=True):
         loss = model(inputs, targets)                          # ready on torch's current stream
 
+    for images, labels in sluice.Prefetcher(DataLoader(dataset, batch_size=64, num_workers=8)):
+        loss = loss_fn(model(images), labels)                  # any batch, on the GPU ahead of the step
+
 Arrays are NumPy arrays or CPU torch tensors (pinned or pageable), C-contiguous
 along their first axis: that axis is the items, the rest of a row is one item.
 A pipeline holds the arrays it was given for as long as it may touch them
@@ -29,10 +32,11 @@ from .job import JobPlace, job_place
 from .loader import BatchPlan, TokenLoader
 from .multi_pipeline import MultiPipeline
 from .pipeline import Chunk, Handle, Pipeline
+from .prefetch import Prefetcher
 
 __version__ = _sluice.__version__
 
-__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "TokenLoader", "BatchPlan", "RunReport", "MultiReport",
+__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "TokenLoader", "BatchPlan", "RunReport", "MultiReport",
            "CudaError", "IoError", "ShardError", "JobPlace", "job_place", "device_count", "unavailable_reason",
            "write_svg", "write_chrome_trace", "__version__"]
 

@@ -11,5 +11,7 @@ std::shared_ptr<pybind11::object> hold_with_gil(pybind11::object o);
 
 // TokenLoader and BatchPlan (loaders.cpp).
 void bind_loaders(pybind11::module_& m);
+// The prefetcher for batches of any shape (prefetch.cpp).
+void bind_prefetcher(pybind11::module_& m);
 
 }  // namespace sluice::python

@@ -55,7 +55,7 @@ py::capsule device_capsule(void* data, int device, const std::vector<std::int64_
   auto* context = new Context{shape, owner.release().ptr()};
   auto* tensor = new DLManagedTensor{};
   tensor->dl_tensor.data = data;
-  tensor->dl_tensor.device = {2, device};
+  tensor->dl_tensor.device = device < 0 ? DLDevice{1, 0} : DLDevice{2, device};
   tensor->dl_tensor.ndim = static_cast<std::int32_t>(context->shape.size());
   tensor->dl_tensor.dtype = type;
   tensor->dl_tensor.shape = context->shape.data();

@@ -38,7 +38,7 @@ struct DLManagedTensor {
 // A NumPy-style type string ("f4", "u2", "i8", "b1", ...) as DLPack's type.
 DLDataType dl_type(const std::string& numpy_kind_and_size);
 
-// A capsule viewing `data` on CUDA device `device` as an array of `shape`
+// A capsule viewing `data` on CUDA device `device` (host memory where it is -1) as an array of `shape`
 // and `type`. `owner` is kept alive as long as the capsule's consumer keeps
 // the tensor: the memory itself belongs to whoever owns it.
 pybind11::capsule device_capsule(void* data, int device, const std::vector<std::int64_t>& shape, DLDataType type,

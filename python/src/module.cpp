@@ -280,4 +280,5 @@ PYBIND11_MODULE(_sluice, m) {
   bind_pipeline(m);
   bind_multi_pipeline(m);
   bind_loaders(m);
+  bind_prefetcher(m);
 }

@@ -1,6 +1,7 @@
 #include "ring/batch_prefetcher.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -69,21 +70,24 @@ std::size_t BatchPrefetcher::put(std::span<const HostPiece> pieces) {
   item.bytes = layout.bytes;
   // Pageable pieces go to the staging slot at their offsets in the block;
   // the copy takes each stretch of staged pieces in one piece.
-  std::optional<std::size_t> staged_from;
-  std::size_t staged_to = 0;
+  constexpr std::size_t none = SIZE_MAX;
+  std::size_t staged_from = none, staged_to = 0;
+  auto end_stretch = [&] {
+    if (staged_from != none) item.pieces.push_back({nullptr, staged_from, staged_to - staged_from});
+    staged_from = none;
+  };
   for (std::size_t k = 0; k < pieces.size(); ++k) {
-    const std::size_t at = layout.offsets[k], end = at + pieces[k].bytes;
+    const std::size_t at = layout.offsets[k];
     if (pieces[k].bytes == 0) continue;
     if (pieces[k].page_locked) {
-      if (staged_from) item.pieces.push_back({nullptr, *staged_from, staged_to - *staged_from});
-      staged_from.reset();
+      end_stretch();
       item.pieces.push_back({pieces[k].data, at, pieces[k].bytes});
     } else {
-      if (!staged_from) staged_from = at;
-      staged_to = end;
+      if (staged_from == none) staged_from = at;
+      staged_to = at + pieces[k].bytes;
     }
   }
-  if (staged_from) item.pieces.push_back({nullptr, *staged_from, staged_to - *staged_from});
+  end_stretch();
   if (run.bytes > 0) {
     item.fill = [&](std::span<std::byte> slot) {
       auto copy_range = [&](std::size_t from, std::size_t length) {

@@ -28,7 +28,7 @@ cudaStream_t stream_of(ConsumerLane lane) { return static_cast<cudaStream_t>(lan
 // Device memory of one slot, or of a detached position: freed in the order
 // of the stream that used it last, once no one holds it.
 struct DeviceBlock {
-  DeviceBlock(int device, std::size_t bytes, cudaStream_t on) : device(device), bytes(bytes), free_on(on) {
+  DeviceBlock(int on_device, std::size_t size, cudaStream_t on) : device(on_device), bytes(size), free_on(on) {
     const DeviceScope scope(device);
     SLUICE_CUDA_CHECK(cudaMallocAsync(&data, bytes, on));
   }
@@ -54,7 +54,7 @@ struct DeviceBlock {
 }  // namespace
 
 struct CudaRingExecutor::Slots {
-  explicit Slots(int device) : copy(detail::made_on<Stream>(device)) {}
+  explicit Slots(int on_device) : copy(detail::made_on<Stream>(on_device)) {}
   std::optional<RingPlan> plan;
   Stream copy;
   std::vector<std::shared_ptr<DeviceBlock>> device;

@@ -1,0 +1,176 @@
+"""Any batch onto the GPU ahead of the step: Prefetcher wraps an iterable of batches (see
+sluice::ring::BatchPrefetcher)."""
+from __future__ import annotations
+
+import collections
+import threading
+import warnings
+import weakref
+
+from . import _sluice
+from ._arrays import torch_or_none
+from ._batch_tree import flatten, rebuild
+
+# How long stopping waits for the inner iterable to hand over the batch it is making.
+_JOIN_SECONDS = 30.0
+
+
+class Prefetcher:
+    """Batches of any iterable on the GPU `ahead` batches before the loop asks for them.
+
+        loader = DataLoader(dataset, batch_size=64, num_workers=8)        # no pin_memory needed
+        for images, labels in sluice.Prefetcher(loader):                  # CUDA tensors, ready on the current stream
+            loss = model(images).cross_entropy(labels) ...
+
+    A batch is a tensor, a NumPy array, or any nesting of tuples, named tuples, lists, dicts and
+    dataclasses of them; it comes out with the same structure, every array a CUDA tensor of the
+    same dtype and shape (NumPy arrays become tensors). Other leaves (numbers, strings, CUDA
+    tensors) pass through as they are.
+
+    A thread of the prefetcher's walks the iterable. Each batch's pageable arrays are copied by
+    staging threads, in parallel, into page-locked slots that are reused from batch to batch
+    (they grow to the largest batch); page-locked arrays (pin_memory=True) are copied where they
+    lie. The copies run on a copy stream; torch's current stream waits for each batch on the GPU,
+    never the host. All of a batch's arrays lie in one block of device memory that is reused once
+    the loop has moved two batches on and torch's stream is past it; a batch (or a tensor of it)
+    kept longer keeps its block, and the prefetcher takes new memory for later batches.
+
+    An exception in the iterable is raised by the loop at that batch, as itself. Leaving the loop
+    early, an exception in it, or Ctrl-C stops the prefetcher's thread and copies; nothing stays
+    running or page-locked. Each `for` is one pass over the iterable (one epoch of a DataLoader).
+
+    state_dict() is the inner iterable's state_dict() as of the last batch the loop received,
+    not the batches held ahead; load_state_dict() hands it back to the iterable (a torchdata
+    StatefulDataLoader, or any iterable with both methods).
+    """
+
+    def __init__(self, batches, *, ahead=2, device=None, threads=0, _host_executor=None):
+        if ahead < 1 or ahead > 30:
+            raise ValueError("ahead must be 1 to 30 batches")
+        self._batches = batches
+        self._ahead, self._threads = ahead, threads
+        self._host_executor = _host_executor  # {"jitter_us":, "seed":}: the host ring executor, for tests
+        self._torch = torch_or_none()
+        if self._torch is None:
+            raise RuntimeError("Prefetcher yields torch tensors and torch is not installed")
+        if _host_executor is not None:
+            self._device = -1
+        else:
+            if _sluice.device_count() == 0:
+                raise RuntimeError(f"no CUDA device: {_sluice.unavailable_reason()}")
+            index = device if isinstance(device, int) else None if device is None else self._torch.device(device).index
+            self._device = self._torch.cuda.current_device() if index is None else index
+        self._state = None
+        self._pass = None
+
+    @property
+    def device(self):
+        return self._device
+
+    def __len__(self):
+        return len(self._batches)
+
+    def __iter__(self):
+        if self._pass is not None and self._pass.running:
+            raise RuntimeError("a Prefetcher serves one loop at a time: the previous `for` over it is still running")
+        self._pass = _Pass(self)
+        return self._pass.batches()
+
+    def state_dict(self):
+        if not hasattr(self._batches, "state_dict"):
+            raise TypeError(f"the iterable ({type(self._batches).__name__}) has no state_dict(): wrap one that has "
+                            f"(a torchdata StatefulDataLoader) to resume")
+        return {"inner": self._state if self._state is not None else self._batches.state_dict()}
+
+    def load_state_dict(self, state):
+        if not hasattr(self._batches, "load_state_dict"):
+            raise TypeError(f"the iterable ({type(self._batches).__name__}) has no load_state_dict()")
+        if self._pass is not None and self._pass.running:
+            raise RuntimeError("load_state_dict() while a loop over the Prefetcher runs: finish or leave it first")
+        self._batches.load_state_dict(state["inner"])
+        self._state = None
+
+
+class _Pass:
+    """One `for` over a Prefetcher: its ring, its producer thread and the batches in flight."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.torch = owner._torch
+        host = owner._host_executor
+        self.core = _sluice._Prefetcher(owner._device, owner._ahead, 2, owner._threads,
+                                        **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1)}
+                                           if host is not None else {}))
+        self.meta = collections.deque()    # (spec, inner state) of each batch put, in order
+        self.sources = collections.deque()  # (position, flat) whose page-locked arrays a copy may still read
+        self.error = None
+        self.stopping = False
+        self.running = True
+        self.stateful = hasattr(owner._batches, "state_dict")
+        self.thread = threading.Thread(target=self.produce, name="sluice-prefetch", daemon=True)
+
+    def produce(self):
+        torch = self.torch
+        try:
+            position = 0
+            for batch in self.owner._batches:
+                if self.stopping:
+                    return
+                flat = flatten(torch, batch)
+                state = self.owner._batches.state_dict() if self.stateful else None
+                self.meta.append((flat.spec, state))
+                position = self.core.put(flat.pieces)
+                if flat.page_locked:
+                    self.sources.append((position, flat))
+                while self.sources and self.core.copied(self.sources[0][0]):
+                    self.sources.popleft()
+            self.core.close()
+        except BaseException as e:  # noqa: BLE001 - handed to the loop, raised there as itself
+            if self.stopping:
+                return
+            self.error = e
+            self.core.fail(f"{type(e).__name__}: {e}")
+
+    def batches(self):
+        torch = self.torch
+        device = self.owner._device
+        held = collections.deque()  # (position, weak reference to its memory) of the last two batches yielded
+        from_dlpack = torch.utils.dlpack.from_dlpack
+        self.thread.start()
+        try:
+            while True:
+                if len(held) == 2:
+                    position, memory = held.popleft()
+                    if memory() is not None:  # the loop kept a tensor of it: it keeps its block
+                        self.core.keep(position)
+                stream = torch.cuda.current_stream(device).cuda_stream if device >= 0 else 0
+                try:
+                    got = self.core.take(stream)
+                except RuntimeError:
+                    if self.error is not None:
+                        raise self.error from None
+                    raise
+                if got is None:
+                    return
+                position, capsule, offsets, memory = got
+                spec, state = self.meta.popleft()
+                held.append((position, weakref.ref(memory)))
+                del memory  # only the batch's tensors hold it now
+                batch = rebuild(spec, from_dlpack(capsule), offsets)
+                if self.stateful:
+                    self.owner._state = state
+                yield batch
+                del batch
+        finally:
+            self.stop()
+
+    def stop(self):
+        self.stopping = True
+        self.core.stop()  # wakes a producer waiting in put(); the copies finish
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(_JOIN_SECONDS)
+            if self.thread.is_alive():
+                warnings.warn(f"the iterable has not handed over a batch in {_JOIN_SECONDS:.0f} s: the prefetcher's "
+                              f"thread ends when it does", RuntimeWarning, stacklevel=3)
+        self.sources.clear()
+        self.running = False

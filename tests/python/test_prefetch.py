@@ -1,0 +1,255 @@
+"""sluice.Prefetcher: any batch through the ring. Most tests run the ring on its host executor
+(_host_executor), so that they run where there is no GPU; the last ones run it on the GPU."""
+import collections
+import dataclasses
+import gc
+import threading
+
+import pytest
+
+import sluice
+from conftest import gpu, torch_or_skip
+
+HOST = {"jitter_us": 30, "seed": 3}
+
+
+def _threads():
+    return [t for t in threading.enumerate() if t.name == "sluice-prefetch"]
+
+
+Pair = collections.namedtuple("Pair", "x y")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    image: object
+    label: object
+    name: str
+
+
+def _batches(torch, count, seed=0):
+    """Batches of many shapes and kinds, their sizes changing from batch to batch."""
+    import numpy as np
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for b in range(count):
+        n = 1 + (b * 7) % 13
+        out.append({
+            "pixels": torch.rand(n, 3, 5, 7, generator=g),
+            "ids": torch.randint(0, 1 << 40, (n,), generator=g, dtype=torch.int64),
+            "mask": torch.rand(n, 4, generator=g) > 0.5,
+            "half": torch.rand(n, 9, generator=g).to(torch.float16),
+            "bf16": torch.rand(2, n, generator=g).to(torch.bfloat16),
+            "np": np.arange(n * 3, dtype=np.int16).reshape(n, 3) + b,
+            "pair": Pair(torch.full((n,), float(b)), [torch.arange(n, dtype=torch.int32), "tag"]),
+            "sample": Sample(torch.rand(2, 2, generator=g), torch.tensor(b), f"s{b}"),
+            "scalar": torch.tensor(3.5 + b),
+            "empty": torch.zeros(0, 4),
+            "strided": torch.arange(4 * n, dtype=torch.float64).reshape(4, n).t(),
+            "step": b,
+            "none": None,
+        })
+    return out
+
+
+def _same(torch, got, want):
+    """Same structure, types and values (tensors bitwise; NumPy arrays arrive as tensors)."""
+    import numpy as np
+    if isinstance(want, np.ndarray):
+        want = torch.from_numpy(want)
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor)
+        assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
+        assert torch.equal(got.cpu(), want)  # random values, no NaN: equal values are equal bits
+        return
+    assert type(got) is type(want)
+    if isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            _same(torch, got[k], want[k])
+    elif isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            _same(torch, a, b)
+    elif dataclasses.is_dataclass(want):
+        for f in dataclasses.fields(want):
+            _same(torch, getattr(got, f.name), getattr(want, f.name))
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_batch_comes_with_its_structure_and_values_in_order(seed):
+    torch = torch_or_skip()
+    batches = _batches(torch, 12, seed)
+    got = list(sluice.Prefetcher(batches, ahead=2, _host_executor={"jitter_us": 40, "seed": seed}))
+    assert len(got) == 12
+    for g, w in zip(got, batches):
+        _same(torch, g, w)  # every batch was kept (list()): kept ones keep their values
+    assert not _threads()
+
+
+def test_a_tensor_or_an_array_alone_is_a_batch():
+    torch = torch_or_skip()
+    import numpy as np
+    got = list(sluice.Prefetcher([torch.arange(5), np.ones(3, np.float32)], _host_executor=HOST))
+    assert torch.equal(got[0], torch.arange(5))
+    assert torch.equal(got[1], torch.ones(3))
+
+
+def test_batches_the_loop_lets_go_are_correct_as_it_reads_them():
+    torch = torch_or_skip()
+    batches = _batches(torch, 20)
+    for k, batch in enumerate(sluice.Prefetcher(iter(batches), ahead=3, _host_executor=HOST)):
+        _same(torch, batch, batches[k])
+
+
+def test_an_exception_in_the_iterable_is_raised_by_the_loop_at_that_batch_as_itself():
+    torch = torch_or_skip()
+    failure = KeyError("sample 7 is missing")
+
+    def source():
+        for b in range(10):
+            if b == 4:
+                raise failure
+            yield torch.full((3,), b)
+
+    seen = []
+    with pytest.raises(KeyError) as raised:
+        for batch in sluice.Prefetcher(source(), _host_executor=HOST):
+            seen.append(int(batch[0]))
+    assert raised.value is failure
+    assert seen == [0, 1, 2, 3]
+    assert not _threads()
+
+
+def test_a_batch_of_an_unsupported_kind_fails_the_loop_at_that_batch():
+    torch = torch_or_skip()
+    import numpy as np
+    batches = [torch.ones(2), np.array(["a", "b"], dtype=object)]
+    with pytest.raises(TypeError, match="dtype object"):
+        for _ in sluice.Prefetcher(batches, _host_executor=HOST):
+            pass
+
+
+@pytest.mark.parametrize("after", [0, 1, 5])
+def test_leaving_the_loop_early_stops_the_thread(after):
+    torch = torch_or_skip()
+    pulled = []
+
+    def endless():
+        k = 0
+        while True:
+            pulled.append(k)
+            yield torch.full((1000,), k)
+            k += 1
+
+    for k, batch in enumerate(sluice.Prefetcher(endless(), ahead=2, _host_executor=HOST)):
+        assert int(batch[0]) == k
+        if k == after:
+            break
+    gc.collect()
+    assert not _threads()
+    assert len(pulled) <= after + 1 + 2 + 1  # the loop's, `ahead` more, and one the producer was making
+
+
+class Stateful:
+    """An iterable that resumes: its state is how many batches it has handed out this pass."""
+
+    def __init__(self, count):
+        self.count, self.at = count, 0
+
+    def __iter__(self):
+        while self.at < self.count:
+            self.at += 1
+            yield [self.at - 1]
+
+    def state_dict(self):
+        return {"at": self.at}
+
+    def load_state_dict(self, state):
+        self.at = state["at"]
+
+
+def test_the_state_is_the_inner_iterables_as_of_the_last_batch_the_loop_received():
+    torch_or_skip()
+    inner = Stateful(10)
+    p = sluice.Prefetcher(inner, ahead=3, _host_executor=HOST)
+    loop = iter(p)
+    for k in range(4):
+        assert next(loop) == [k]
+    state = p.state_dict()
+    assert state == {"inner": {"at": 4}}  # not the batches held ahead
+    loop.close()
+    resumed = Stateful(10)
+    q = sluice.Prefetcher(resumed, _host_executor=HOST)
+    q.load_state_dict(state)
+    assert [b[0] for b in q] == list(range(4, 10))
+
+
+def test_the_state_of_an_iterable_without_one_is_refused():
+    torch_or_skip()
+    with pytest.raises(TypeError, match="has no state_dict"):
+        sluice.Prefetcher([1, 2], _host_executor=HOST).state_dict()
+
+
+def test_a_bad_ahead_is_refused():
+    torch_or_skip()
+    with pytest.raises(ValueError, match="ahead must be 1 to 30"):
+        sluice.Prefetcher([], ahead=0, _host_executor=HOST)
+
+
+def test_each_for_is_one_pass_over_the_iterable():
+    torch = torch_or_skip()
+    data = [torch.full((2,), k) for k in range(3)]
+    p = sluice.Prefetcher(data, _host_executor=HOST)
+    assert [int(b[0]) for b in p] == [0, 1, 2]
+    assert [int(b[0]) for b in p] == [0, 1, 2]
+    assert len(p) == 3
+
+
+@gpu
+def test_on_the_gpu_batches_equal_the_plain_copy():
+    torch = torch_or_skip()
+    batches = _batches(torch, 16)
+    pinned = [{"p": torch.rand(1000, 33).pin_memory(), "q": torch.rand(7)} for _ in range(6)]
+    for source in (batches, pinned):
+        kept = []
+        for k, batch in enumerate(sluice.Prefetcher(source, ahead=2)):
+            for leaf in (batch["pixels"], batch["ids"]) if "pixels" in batch else (batch["p"], batch["q"]):
+                assert leaf.is_cuda
+            _same(torch, batch, source[k])
+            kept.append(batch)
+        torch.cuda.synchronize()
+        for k, batch in enumerate(kept):
+            _same(torch, batch, source[k])  # kept batches kept their memory
+    assert not _threads()
+
+
+@gpu
+def test_on_the_gpu_a_side_stream_reads_each_batch_after_its_copy():
+    torch = torch_or_skip()
+    side = torch.cuda.Stream()
+    data = [torch.full((1 << 20,), float(k)) for k in range(12)]
+    sums = []
+    with torch.cuda.stream(side):
+        for batch in sluice.Prefetcher(data, ahead=3):
+            torch.cuda._sleep(200_000)  # a slow step: the next copies would land early if unordered
+            sums.append(batch.sum())
+    side.synchronize()
+    assert [float(s) for s in sums] == [float(k) * (1 << 20) for k in range(12)]
+
+
+@gpu
+def test_on_the_gpu_a_dataloader_with_workers_and_pinned_memory():
+    torch = torch_or_skip()
+    from torch.utils.data import DataLoader, TensorDataset
+    x = torch.rand(256, 3, 8, 8)
+    y = torch.arange(256)
+    loader = DataLoader(TensorDataset(x, y), batch_size=32, num_workers=2, pin_memory=True)
+    seen = 0
+    for images, labels in sluice.Prefetcher(loader):
+        assert images.is_cuda and labels.is_cuda
+        assert torch.equal(images.cpu(), x[labels.cpu()])
+        seen += len(labels)
+    assert seen == 256
