@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""sluice.Prefetcher beside what PyTorch users run, in one process, rows side by side.
+
+Image-sized batches (64 x 3 x 224 x 224 float32, 38.5 MB) from a DataLoader with worker
+processes: the DataLoader alone (no copy), its usual loop (pin_memory=True, .to(non_blocking=True)),
+and sluice.Prefetcher over it. In-process pageable batches from a generator: .to('cuda') per
+batch, a careful expert's loop (a reused pinned buffer, a copy stream, events, one batch ahead),
+and sluice.Prefetcher; their H2D rate beside the bound min(host staging, link), both measured
+in this run by sluice's probes (_engine_rates).
+
+Each method runs once verifying every batch on the GPU (bitwise against the batch the dataset
+made), then timed. GPU idle at a step cost is 1 - (the same steps over a resident batch) /
+(the loop's time), both timed with events on the step's stream.
+
+  python3 bench/prefetch_bench.py --out prefetch.json [--batches 120] [--workers 8]
+"""
+import argparse
+import json
+import sys
+import time
+
+from peer_common import sleep_cycles_per_ms, torch_or_skip
+
+MB = 1e6
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--batches", type=int, default=120)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--step-ms", default="2,5,10")
+    p.add_argument("--gen-step-ms", default="1")
+    a = p.parse_args()
+    torch = torch_or_skip(a.out)
+    if torch is None:
+        return 0
+    import sluice
+    from torch.utils.data import DataLoader, Dataset
+
+    dev = torch.device("cuda", 0)
+    cycles_per_ms = sleep_cycles_per_ms(torch)
+    rates = sluice._sluice._engine_rates(0)
+    bound_gbps = min(rates["h2d_gbps"], rates["staging_gbps"])
+    shape = (3, 224, 224)
+    base = torch.rand(shape, generator=torch.Generator().manual_seed(7))
+    base_gpu = base.to(dev)
+
+    class Images(Dataset):
+        def __len__(self):
+            return 1 << 20
+
+        def __getitem__(self, i):
+            return base + float(i % 4096), i % 4096
+
+    def loader(pin):
+        return DataLoader(Images(), batch_size=a.batch, num_workers=a.workers, pin_memory=pin,
+                          persistent_workers=False, prefetch_factor=4)
+
+    def check(images, labels):
+        """Mismatching elements, counted on the GPU (no host sync)."""
+        want = base_gpu.unsqueeze(0) + labels.to(images.dtype).view(-1, 1, 1, 1)
+        return (images != want).sum()
+
+    def usual(dl):  # the loop most PyTorch users write
+        for images, labels in dl:
+            yield images.to(dev, non_blocking=True), labels.to(dev, non_blocking=True)
+
+    def steps(stream_iter, count, step_ms, verify):
+        """(wall s, loop ms on the stream, mismatches) over `count` batches after one warm-up batch."""
+        it = iter(stream_iter)
+        bad = torch.zeros((), dtype=torch.int64, device=dev)
+        first = next(it)
+        if verify:
+            bad += check(*first)
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        start.record()
+        n = 0
+        for images, labels in it:
+            if verify:
+                bad += check(images, labels)
+            else:
+                bad += labels[:1].sum()  # reads the batch: the step waits for it
+            if step_ms > 0:
+                torch.cuda._sleep(int(step_ms * cycles_per_ms))
+            n += 1
+            if n == count:
+                break
+        stop.record()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+        if hasattr(it, "close"):
+            it.close()
+        return wall, start.elapsed_time(stop), int(bad)
+
+    def resident_ms(count, step_ms):
+        labels = torch.arange(a.batch, device=dev)
+        bad = torch.zeros((), dtype=torch.int64, device=dev)
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(count):
+            bad += labels[:1].sum()
+            if step_ms > 0:
+                torch.cuda._sleep(int(step_ms * cycles_per_ms))
+        stop.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(stop)
+
+    rows = []
+    batch_mb = a.batch * base.numel() * 4 / MB
+
+    def row(workload, method, step_ms, make, count):
+        _, _, bad = steps(make(), min(count, 30), 0, True)
+        wall, loop_ms, _ = steps(make(), count, step_ms, False)
+        r = {"workload": workload, "method": method, "step_ms": step_ms, "batches": count,
+             "batches_per_s": count / wall, "gbps": count * batch_mb / 1e3 / wall, "mismatches": bad}
+        if step_ms > 0:
+            r["idle"] = max(0.0, 1 - resident_ms(count, step_ms) / loop_ms)
+        rows.append(r)
+        print(f"  {workload:10} {method:34} step {step_ms:>4} ms  {r['batches_per_s']:7.1f} batches/s "
+              f"{r['gbps']:6.2f} GB/s  idle {r.get('idle', float('nan')):6.3f}  bad {bad}", flush=True)
+
+    n = a.batches
+    print(f"bound: link H2D {rates['h2d_gbps']:.1f} GB/s, host staging {rates['staging_gbps']:.1f} GB/s "
+          f"({rates['staging_threads']} threads)", flush=True)
+    # DataLoader with workers: alone, the usual loop, sluice.
+    alone = lambda: ((images, labels) for images, labels in loader(False))  # noqa: E731 - no copy at all
+    row("dataloader", "DataLoader alone (no copy)", 0, alone, n)
+    for step_ms in [0.0] + [float(s) for s in a.step_ms.split(",")]:
+        row("dataloader", "pin_memory=True + .to(non_blocking)", step_ms, lambda: usual(loader(True)), n)
+        row("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False)), n)
+
+    # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
+    # 64 k + j, so that check() verifies them as it does the dataset's.
+    pool = [(base.unsqueeze(0).repeat(a.batch, 1, 1, 1) + torch.arange(a.batch).view(-1, 1, 1, 1).float() + 64.0 * k,
+             torch.arange(a.batch) + 64 * k) for k in range(4)]
+
+    def generator(count):
+        for k in range(count + 1):
+            yield pool[k % 4]
+
+    def plain(count):
+        for images, labels in generator(count):
+            yield images.to(dev), labels.to(dev)
+
+    def expert(count):
+        """A reused pinned buffer pair, a copy stream, events; one batch ahead."""
+        copy = torch.cuda.Stream()
+        pinned = [torch.empty_like(pool[0][0]).pin_memory() for _ in range(2)]
+        done_reading = [torch.cuda.Event() for _ in range(2)]
+        ready = None
+        pending = None
+        for k, (images, labels) in enumerate(generator(count)):
+            slot = k % 2
+            done_reading[slot].synchronize()
+            pinned[slot].copy_(images)
+            with torch.cuda.stream(copy):
+                gpu = pinned[slot].to(dev, non_blocking=True)
+                gl = labels.to(dev, non_blocking=True)
+                done_reading[slot].record(copy)
+                ev = torch.cuda.Event()
+                ev.record(copy)
+            if pending is not None:
+                torch.cuda.current_stream().wait_event(ready)
+                yield pending
+            pending, ready = (gpu, gl), ev
+            gpu.record_stream(torch.cuda.current_stream())
+        torch.cuda.current_stream().wait_event(ready)
+        yield pending
+
+    for step_ms in [0.0] + [float(s) for s in a.gen_step_ms.split(",")]:
+        row("generator", ".to('cuda') per batch", step_ms, lambda: plain(n + 1), n)
+        row("generator", "expert: pinned pair + copy stream", step_ms, lambda: expert(n + 1), n)
+        row("generator", "sluice.Prefetcher(generator)", step_ms, lambda: sluice.Prefetcher(generator(n + 1)), n)
+
+    result = {"device": torch.cuda.get_device_name(0), "batch_mb": batch_mb, "rates": rates,
+              "bound_gbps": bound_gbps, "rows": rows}
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+
+    def best(workload, method, step):
+        return next(r for r in rows if r["workload"] == workload and r["method"] == method and r["step_ms"] == step)
+
+    dl_alone = best("dataloader", "DataLoader alone (no copy)", 0)["batches_per_s"]
+    print("\nsummary (targets: DataLoader >= 0.9 of alone, idle <= 0.01 where it keeps up; generator >= 0.9 of bound)")
+    for r in rows:
+        ratio = r["batches_per_s"] / dl_alone if r["workload"] == "dataloader" else r["gbps"] / bound_gbps
+        of = "of DataLoader alone" if r["workload"] == "dataloader" else "of min(staging, link)"
+        print(f"| {r['workload']} | {r['method']} | {r['step_ms']} | {r['batches_per_s']:.1f} | {r['gbps']:.2f} | "
+              f"{ratio:.2f} {of} | {r.get('idle', float('nan')):.3f} | {r['mismatches']} |")
+    return 1 if any(r["mismatches"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
