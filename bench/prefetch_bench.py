@@ -54,14 +54,18 @@ def main():
         def __getitem__(self, i):
             return base + float(i % 4096), i % 4096
 
+    # One DataLoader each way, its workers kept between passes: a pass does not pay for their start.
+    loaders = {pin: DataLoader(Images(), batch_size=a.batch, num_workers=a.workers, pin_memory=pin,
+                               persistent_workers=True, prefetch_factor=4) for pin in (False, True)}
+
     def loader(pin):
-        return DataLoader(Images(), batch_size=a.batch, num_workers=a.workers, pin_memory=pin,
-                          persistent_workers=False, prefetch_factor=4)
+        return loaders[pin]
 
     def check(images, labels):
         """Mismatching elements, counted on the GPU (no host sync)."""
-        want = base_gpu.unsqueeze(0) + labels.to(images.dtype).view(-1, 1, 1, 1)
-        return (images != want).sum()
+        on = base_gpu if images.is_cuda else base
+        want = on.unsqueeze(0) + labels.to(images.device, images.dtype).view(-1, 1, 1, 1)
+        return (images != want).sum().to(dev)
 
     def usual(dl):  # the loop most PyTorch users write
         for images, labels in dl:
@@ -135,8 +139,8 @@ def main():
 
     # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
     # 64 k + j, so that check() verifies them as it does the dataset's.
-    pool = [(base.unsqueeze(0).repeat(a.batch, 1, 1, 1) + torch.arange(a.batch).view(-1, 1, 1, 1).float() + 64.0 * k,
-             torch.arange(a.batch) + 64 * k) for k in range(4)]
+    labels_of = [torch.arange(a.batch) + a.batch * k for k in range(4)]
+    pool = [(base.unsqueeze(0) + labels.float().view(-1, 1, 1, 1), labels) for labels in labels_of]
 
     def generator(count):
         for k in range(count + 1):

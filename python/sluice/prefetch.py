@@ -101,8 +101,7 @@ class _Pass:
         self.core = _sluice._Prefetcher(owner._device, owner._ahead, 2, owner._threads,
                                         **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1)}
                                            if host is not None else {}))
-        self.meta = collections.deque()    # (spec, inner state) of each batch put, in order
-        self.sources = collections.deque()  # (position, flat) whose page-locked arrays a copy may still read
+        self.meta = collections.deque()  # (spec, inner state) of each batch put, in order
         self.error = None
         self.stopping = False
         self.running = True
@@ -112,18 +111,15 @@ class _Pass:
     def produce(self):
         torch = self.torch
         try:
-            position = 0
             for batch in self.owner._batches:
                 if self.stopping:
                     return
                 flat = flatten(torch, batch)
                 state = self.owner._batches.state_dict() if self.stateful else None
                 self.meta.append((flat.spec, state))
-                position = self.core.put(flat.pieces)
-                if flat.page_locked:
-                    self.sources.append((position, flat))
-                while self.sources and self.core.copied(self.sources[0][0]):
-                    self.sources.popleft()
+                # Returns at once: the ring's own thread stages the batch, and holds `flat`
+                # (the arrays) until they are staged or, page-locked, copied.
+                self.core.put(flat.pieces, flat)
             self.core.close()
         except BaseException as e:  # noqa: BLE001 - handed to the loop, raised there as itself
             if self.stopping:
@@ -165,12 +161,16 @@ class _Pass:
             self.stop()
 
     def stop(self):
+        if self.core is None:
+            return
         self.stopping = True
-        self.core.stop()  # wakes a producer waiting in put(); the copies finish
+        self.core.stop()  # wakes a producer waiting in put(); the copies finish; the arrays are let go
         if self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(_JOIN_SECONDS)
             if self.thread.is_alive():
                 warnings.warn(f"the iterable has not handed over a batch in {_JOIN_SECONDS:.0f} s: the prefetcher's "
                               f"thread ends when it does", RuntimeWarning, stacklevel=3)
-        self.sources.clear()
         self.running = False
+        # Let go of the ring now, in this process, rather than when the cycle collector finds it
+        # (perhaps in a DataLoader worker forked later, where its threads and device are not its own).
+        self.core = None

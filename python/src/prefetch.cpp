@@ -4,12 +4,19 @@
 // takes each batch as one block of device memory. On device -1 it runs on the
 // host ring executor, so that its Python side is tested where there is no GPU.
 #include <Python.h>
+#include <unistd.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -38,24 +45,172 @@ struct BatchMemory {
   std::shared_ptr<void> memory;
 };
 
-struct PyPrefetcher {
-  PyPrefetcher(int device, std::size_t ahead, std::size_t held, unsigned threads, unsigned jitter_us, std::uint64_t seed)
-      : device(device) {
+// The prefetcher and the thread that feeds it. The Python thread that walks
+// the iterable hands each batch to that thread and goes on at once: staging
+// runs with no GIL to take back after it, which a loop holding the GIL (torch
+// launches) would otherwise make it wait for, up to Python's switch interval,
+// at every batch. The batch's Python objects stay referenced until its pieces
+// are staged (page-locked ones: copied); they are let go under the GIL, by
+// the next put() or by stop().
+class PyPrefetcher {
+ public:
+  PyPrefetcher(int device, std::size_t ahead, std::size_t held, unsigned threads, std::size_t staging, unsigned jitter_us,
+               std::uint64_t seed)
+      : device_(device) {
     if (device >= 0)
-      executor = std::make_unique<ring::CudaRingExecutor>(device);
+      executor_ = std::make_unique<ring::CudaRingExecutor>(device);
     else
-      executor = std::make_unique<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, seed});
-    prefetcher = std::make_unique<BatchPrefetcher>(*executor, ring::PrefetchOptions{ahead, held, threads});
+      executor_ = std::make_unique<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, seed});
+    prefetcher_ = std::make_unique<BatchPrefetcher>(*executor_, ring::PrefetchOptions{ahead, held, threads, staging});
+    feeder_ = std::thread([this] { feed(); });
   }
   ~PyPrefetcher() {
-    py::gil_scoped_release release;  // the producer may need the GIL to see that it is stopped
-    prefetcher.reset();
-    executor.reset();
+    // A DataLoader's worker is a fork of this process that may collect this
+    // object: there the threads and the CUDA context are not its own, and
+    // stopping would touch them. The child lets them go untouched.
+    if (getpid() != made_in_) {
+      (void)prefetcher_.release();
+      (void)executor_.release();
+      feeder_.detach();
+      return;
+    }
+    stop();
+    prefetcher_.reset();
+    executor_.reset();
+  }
+  PyPrefetcher(const PyPrefetcher&) = delete;
+  PyPrefetcher& operator=(const PyPrefetcher&) = delete;
+
+  int device() const { return device_; }
+  BatchPrefetcher& prefetcher() { return *prefetcher_; }
+  ring::RingExecutor& executor() { return *executor_; }
+
+  // With the GIL: `keep` holds the pieces' memory. Returns the batch's position.
+  std::size_t put(std::vector<ring::HostPiece> pieces, py::object keep, bool page_locked) {
+    let_go_of_done();
+    std::size_t position = 0;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || queue_.size() < capacity_; });
+      if (stopping_) throw std::logic_error("prefetcher: put() after stop()");
+      position = queued_++;
+      queue_.push_back({Kind::batch, std::move(pieces), keep.release().ptr(), page_locked, {}});
+    }
+    changed_.notify_all();
+    return position;
+  }
+  void close() { enqueue({Kind::close, {}, nullptr, false, {}}); }
+  void fail(std::string what) { enqueue({Kind::fail, {}, nullptr, false, std::move(what)}); }
+
+  // With the GIL.
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    {
+      py::gil_scoped_release release;
+      prefetcher_->stop();  // wakes the feeder waiting in put(); the copies finish
+      if (feeder_.joinable()) feeder_.join();
+    }
+    std::vector<PyObject*> left;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& w : queue_)
+        if (w.keep) left.push_back(w.keep);
+      queue_.clear();
+      for (auto& d : done_) left.push_back(d.keep);
+      done_.clear();
+    }
+    for (PyObject* o : left) Py_DECREF(o);
   }
 
-  int device;
-  std::unique_ptr<ring::RingExecutor> executor;
-  std::unique_ptr<BatchPrefetcher> prefetcher;
+ private:
+  enum class Kind { batch, close, fail };
+  struct Work {
+    Kind kind;
+    std::vector<ring::HostPiece> pieces;
+    PyObject* keep;  // an owned reference, let go under the GIL
+    bool page_locked;
+    std::string what;
+  };
+  struct Done {
+    std::size_t position;
+    PyObject* keep;
+    bool page_locked;
+  };
+
+  void enqueue(Work w) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      queue_.push_back(std::move(w));
+    }
+    changed_.notify_all();
+  }
+
+  void feed() noexcept {
+    std::size_t position = 0;
+    for (;;) {
+      Work w;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        w = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      changed_.notify_all();
+      try {
+        if (w.kind == Kind::close) {
+          prefetcher_->close();
+          return;
+        }
+        if (w.kind == Kind::fail) {
+          prefetcher_->fail(w.what);
+          return;
+        }
+        prefetcher_->put(w.pieces);
+      } catch (const std::exception&) {
+        // Stopped, or a staging failure that take() of this batch reports.
+        std::lock_guard lock(mutex_);
+        done_.push_back({position, w.keep, false});
+        return;
+      }
+      std::lock_guard lock(mutex_);
+      done_.push_back({position++, w.keep, w.page_locked});
+    }
+  }
+
+  // With the GIL: the batches whose pieces no copy reads any more.
+  void let_go_of_done() {
+    std::vector<PyObject*> gone;
+    {
+      std::lock_guard lock(mutex_);
+      while (!done_.empty() && (!done_.front().page_locked || prefetcher_->copied(done_.front().position))) {
+        gone.push_back(done_.front().keep);
+        done_.pop_front();
+      }
+    }
+    for (PyObject* o : gone) Py_DECREF(o);
+  }
+
+  pid_t made_in_ = getpid();
+  int device_;
+  // Batches waiting for the feeder: one is enough to free the Python thread
+  // while the feeder stages the one before it.
+  static constexpr std::size_t capacity_ = 1;
+  std::unique_ptr<ring::RingExecutor> executor_;
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Work> queue_;
+  std::deque<Done> done_;
+  std::size_t queued_ = 0;
+  bool stopping_ = false;
+  std::thread feeder_;  // last: starts when everything above exists
 };
 
 using Leaf = std::tuple<std::uintptr_t, std::size_t, bool>;  // address, bytes, page-locked
@@ -65,27 +220,25 @@ using Leaf = std::tuple<std::uintptr_t, std::size_t, bool>;  // address, bytes, 
 void bind_prefetcher(py::module_& m) {
   py::class_<BatchMemory>(m, "_BatchMemory");
   py::class_<PyPrefetcher>(m, "_Prefetcher")
-      .def(py::init<int, std::size_t, std::size_t, unsigned, unsigned, std::uint64_t>(), py::arg("device"),
-           py::arg("ahead"), py::arg("held"), py::arg("threads"), py::arg("jitter_us") = 0, py::arg("seed") = 1)
+      .def(py::init<int, std::size_t, std::size_t, unsigned, std::size_t, unsigned, std::uint64_t>(), py::arg("device"),
+           py::arg("ahead"), py::arg("held"), py::arg("threads"), py::arg("staging") = 2, py::arg("jitter_us") = 0,
+           py::arg("seed") = 1)
       .def("put",
-           [](PyPrefetcher& p, const std::vector<Leaf>& leaves) {
+           [](PyPrefetcher& p, const std::vector<Leaf>& leaves, py::object keep) {
              std::vector<ring::HostPiece> pieces;
              pieces.reserve(leaves.size());
-             for (const auto& [address, bytes, page_locked] : leaves)
-               pieces.push_back({reinterpret_cast<const std::byte*>(address), bytes, page_locked});
-             // Staging runs without the GIL: the caller holds the batch's arrays until put() returns.
-             py::gil_scoped_release release;
-             return p.prefetcher->put(pieces);
-           })
-      .def("close", [](PyPrefetcher& p) { p.prefetcher->close(); })
-      .def("fail", [](PyPrefetcher& p, const std::string& what) { p.prefetcher->fail(what); })
-      .def("copied", [](PyPrefetcher& p, std::size_t position) { return p.prefetcher->copied(position); })
-      .def("keep", [](PyPrefetcher& p, std::size_t position) { p.prefetcher->keep(position); })
-      .def("stop",
-           [](PyPrefetcher& p) {
-             py::gil_scoped_release release;
-             p.prefetcher->stop();
-           })
+             bool page_locked = false;
+             for (const auto& [address, bytes, locked] : leaves) {
+               pieces.push_back({reinterpret_cast<const std::byte*>(address), bytes, locked});
+               page_locked |= locked;
+             }
+             return p.put(std::move(pieces), std::move(keep), page_locked);
+           },
+           py::arg("leaves"), py::arg("keep"), "hands a batch over; `keep` holds its arrays until they are copied")
+      .def("close", &PyPrefetcher::close)
+      .def("fail", &PyPrefetcher::fail)
+      .def("keep", [](PyPrefetcher& p, std::size_t position) { p.prefetcher().keep(position); })
+      .def("stop", &PyPrefetcher::stop)
       .def("take",
            [](PyPrefetcher& p, std::uintptr_t stream) -> py::object {
              // Waits in slices, so that Ctrl-C reaches a loop waiting for its next batch.
@@ -93,7 +246,7 @@ void bind_prefetcher(py::module_& m) {
                bool ready = false;
                {
                  py::gil_scoped_release release;
-                 ready = p.prefetcher->ready_within(std::chrono::milliseconds(50));
+                 ready = p.prefetcher().ready_within(std::chrono::milliseconds(50));
                }
                if (ready) break;
                if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -101,18 +254,18 @@ void bind_prefetcher(py::module_& m) {
              std::optional<BatchPrefetcher::Batch> b;
              {
                py::gil_scoped_release release;
-               b = p.prefetcher->next(ring::ConsumerLane{reinterpret_cast<void*>(stream)});
+               b = p.prefetcher().next(ring::ConsumerLane{reinterpret_cast<void*>(stream)});
                // On the host executor the loop reads the batch on this thread, not on
                // the consumer's lane: it waits here for the lane to have taken it.
-               if (b && p.device < 0) p.executor->host_wait({b->position, ring::Step::take});
+               if (b && p.device() < 0) p.executor().host_wait({b->position, ring::Step::take});
              }
              if (!b) return py::none();
              py::object owner = py::cast(BatchMemory{b->memory});
              const std::vector<std::int64_t> shape{static_cast<std::int64_t>(b->bytes)};
              const DLDataType u8{1, 8, 1};
-             return py::make_tuple(b->position, device_capsule(b->data, p.device, shape, u8, owner), b->offsets, owner);
+             return py::make_tuple(b->position, device_capsule(b->data, p.device(), shape, u8, owner), b->offsets, owner);
            })
-      .def_property_readonly("device", [](const PyPrefetcher& p) { return p.device; });
+      .def_property_readonly("device", &PyPrefetcher::device);
   // The engines a prefetcher's copies run on, each at its best, measured now:
   // the bound its benchmark holds it to.
   m.def("_engine_rates", [](int device, unsigned threads) {

@@ -43,6 +43,7 @@ struct PrefetchOptions {
   std::size_t ahead = 2;  // batches on their way beyond the ones the consumer holds
   std::size_t held = 2;   // batches the consumer holds: the last one, and the one before while the loop rebinds
   unsigned threads = 0;   // staging threads; 0: StagingPool's default
+  std::size_t staging = 2;  // page-locked staging slots: one filled while the copy reads the other
   std::size_t align = 256;  // each piece's offset in the block
 };
 

@@ -1,6 +1,7 @@
 #include "ring/cuda_ring_executor.hpp"
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -33,6 +34,9 @@ struct DeviceBlock {
     SLUICE_CUDA_CHECK(cudaMallocAsync(&data, bytes, on));
   }
   ~DeviceBlock() {
+    // Freed in a forked child (a DataLoader's worker collecting the parent's
+    // objects): the CUDA context is not the child's to touch.
+    if (getpid() != made_in) return;
     const DeviceScope scope(device);
     // The stream that took it may be gone (the caller's, destroyed): then
     // the free waits for the device instead.
@@ -45,6 +49,7 @@ struct DeviceBlock {
   DeviceBlock(const DeviceBlock&) = delete;
   DeviceBlock& operator=(const DeviceBlock&) = delete;
 
+  pid_t made_in = getpid();
   int device;
   std::size_t bytes;
   void* data = nullptr;

@@ -56,7 +56,10 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
     throw std::invalid_argument(fmt::format("ring: {} device slots cannot hold ahead {} positions and the {} the consumer holds: "
                                             "give at least {} slots",
                                             slots_, o_.ahead, o_.held, o_.ahead + o_.held));
-  staging_ = o_.staged ? slots_ : 0;
+  if (o_.staging_slots > slots_)
+    throw std::invalid_argument(fmt::format("ring: {} staging slots for {} device slots: a staging slot feeds one device slot at a time",
+                                            o_.staging_slots, slots_));
+  staging_ = !o_.staged ? 0 : o_.staging_slots == 0 ? slots_ : o_.staging_slots;
   const std::size_t per_step = o_.order == Order::layers ? 2 * o_.items : o_.items;
   if (per_step > SIZE_MAX / o_.steps) throw std::invalid_argument("ring: too many positions");
   positions_ = per_step * o_.steps;

@@ -12,8 +12,8 @@
 // whom.
 //
 // Position i, with A = ahead, H = held, D device slots (D >= A + H) and P staging slots
-// (P = D where the producer stages, none where the copy reads the caller's
-// page-locked memory):
+// (P = D unless given, where the producer stages; none where the copy reads
+// the caller's page-locked memory):
 //
 //   stage   i  host threads  item -> staging[i % P]    after take i-A     (ahead: the producer's lead)
 //                                                            copy i-P     (the staging slot's last reader)
@@ -52,6 +52,10 @@ struct RingOptions {
   std::size_t ahead = 2;       // positions the producer may run ahead of the consumer
   std::size_t held = 1;        // positions the consumer holds at once: the oldest is released as it takes one more
   std::size_t slots = 0;       // device slots; 0: ahead + held
+  // Staging slots of a staged plan; 0: one per device slot. Two let the host
+  // stage one item while the copy reads the last, and keep fewer bytes of
+  // host memory in flight (for large items, fewer than the cache holds).
+  std::size_t staging_slots = 0;
   bool staged = true;          // the producer fills pinned staging slots (else the copy reads the caller's memory)
   std::size_t slot_bytes = 0;  // bytes of one item, in every slot (an unbounded ring's first capacity: items may differ)
   std::size_t start = 0;       // the first position taken: a ring resumed where another stopped
@@ -104,7 +108,8 @@ struct RingOp {
 class RingPlan {
  public:
   // Throws std::invalid_argument, before any work, for no items, no steps,
-  // ahead 0, held 0, fewer than ahead + held device slots, a slot of 0 bytes,
+  // ahead 0, held 0, fewer than ahead + held device slots, more staging
+  // slots than device slots, a slot of 0 bytes,
   // a start past the last position, or an unbounded ring of layers or of
   // more than one step.
   explicit RingPlan(RingOptions options);

@@ -190,6 +190,18 @@ TEST(RingPlan, HeldPositionsAddSlotsAndDelayTheSlotsReuse) {
   }));
 }
 
+TEST(RingPlan, FewerStagingSlotsMakeAStageWaitOnANearerCopy) {
+  RingOptions o = options(10, 2);
+  o.staging_slots = 2;
+  const RingPlan plan(o);
+  EXPECT_EQ(plan.slots(), 3u);
+  EXPECT_EQ(plan.staging_slots(), 2u);
+  EXPECT_EQ(plan.staging_slot(5), 1u);
+  EXPECT_EQ(edges(plan.op(5, Step::stage)), (std::vector<std::string>{"take 3 ahead", "copy 3 staging slot"}));
+  o.staging_slots = 4;
+  EXPECT_NE(refusal(o).find("4 staging slots for 3 device slots"), std::string::npos) << refusal(o);
+}
+
 TEST(RingPlan, AnUnboundedPlanHoldsItemIAtPositionI) {
   const RingPlan plan(options(RingOptions::unbounded, 2));
   EXPECT_TRUE(plan.unbounded());

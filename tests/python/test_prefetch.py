@@ -150,7 +150,8 @@ def test_leaving_the_loop_early_stops_the_thread(after):
             break
     gc.collect()
     assert not _threads()
-    assert len(pulled) <= after + 1 + 2 + 1  # the loop's, `ahead` more, and one the producer was making
+    # The loop's, `ahead` more, one being staged, one waiting for that, and one the producer was making.
+    assert len(pulled) <= after + 1 + 2 + 3
 
 
 class Stateful:
