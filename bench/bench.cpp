@@ -15,7 +15,7 @@
 #include "measure/fixed_costs.hpp"
 #include "noise.hpp"
 #include "peers.hpp"
-#include "pipeline/chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 #include "replayed_run.hpp"
 #include "sluice/core/byte_size.hpp"
 #include "sluice/core/device.hpp"

@@ -7,7 +7,7 @@
 #include "demo.hpp"
 #include "measure.hpp"
 #include "peers.hpp"
-#include "pipeline/chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 
 namespace sluice::demo {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "pipeline/chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 
 namespace sluice {
 

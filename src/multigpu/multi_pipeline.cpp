@@ -8,7 +8,7 @@
 
 #include "core/staging_pool.hpp"
 #include "pipeline/pipeline_access.hpp"
-#include "pipeline/span_set.hpp"
+#include "pipeline/spans/span_set.hpp"
 #include "sluice/multigpu/multi_gpu_plans.hpp"
 
 namespace sluice {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "run.hpp"
+#include "pipeline/run/run.hpp"
 
 namespace sluice {
 

@@ -9,13 +9,13 @@
 #include <memory>
 #include <optional>
 
-#include "chunk_gate.hpp"
 #include "core/staging_pool.hpp"
-#include "executor.hpp"
-#include "slot_rings.hpp"
+#include "pipeline/executors/executor.hpp"
+#include "pipeline/run/chunk_gate.hpp"
+#include "pipeline/run/worker_thread.hpp"
+#include "pipeline/spans/slot_rings.hpp"
+#include "pipeline/spans/span_set.hpp"
 #include "sluice/pipeline/pipeline.hpp"
-#include "span_set.hpp"
-#include "worker_thread.hpp"
 
 namespace sluice::detail {
 

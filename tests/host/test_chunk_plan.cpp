@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "pipeline/chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 
 using sluice::ChunkPlan;
 using sluice::ItemRange;

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "pipeline/chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 
 using sluice::choose_with_model;
 using sluice::ModelInput;

@@ -1,4 +1,4 @@
-#include "pipeline/worker_thread.hpp"
+#include "pipeline/run/worker_thread.hpp"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "pipeline/chunking.hpp"
 #include "pipeline/pipeline_access.hpp"
+#include "pipeline/schedule/chunking.hpp"
 #include "pipeline_test.hpp"
 #include "sluice/measure/model.hpp"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 #include "sluice/core/byte_size.hpp"
 
 namespace sluice::detail {

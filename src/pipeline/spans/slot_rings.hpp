@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "executor.hpp"
+#include "pipeline/executors/executor.hpp"
 #include "sluice/pipeline/schedule.hpp"
 
 namespace sluice::detail {

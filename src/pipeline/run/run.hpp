@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline_core.hpp"
+#include "pipeline/pipeline_core.hpp"
 #include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::detail {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "chunking.hpp"
+#include "pipeline/schedule/chunking.hpp"
 #include "run.hpp"
 #include "sluice/pipeline/file_io.hpp"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/staging_pool.hpp"
-#include "executor.hpp"
+#include "pipeline/executors/executor.hpp"
 #include "sluice/pipeline/pipeline_options.hpp"
 #include "sluice/pipeline/schedule.hpp"
 #include "sluice/pipeline/source.hpp"
