@@ -32,6 +32,7 @@ def main():
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--step-ms", default="2,5,10")
     p.add_argument("--gen-step-ms", default="1")
+    p.add_argument("--rounds", type=int, default=2, help="each row this many times, in turn; the best is kept")
     a = p.parse_args()
     torch = torch_or_skip(a.out)
     if torch is None:
@@ -128,14 +129,15 @@ def main():
               f"{r['gbps']:6.2f} GB/s  idle {r.get('idle', float('nan')):6.3f}  bad {bad}", flush=True)
 
     n = a.batches
+    plan = []  # (workload, method, step, make): run in turn, `rounds` times
     print(f"bound: link H2D {rates['h2d_gbps']:.1f} GB/s, host staging {rates['staging_gbps']:.1f} GB/s "
           f"({rates['staging_threads']} threads)", flush=True)
     # DataLoader with workers: alone, the usual loop, sluice.
     alone = lambda: ((images, labels) for images, labels in loader(False))  # noqa: E731 - no copy at all
-    row("dataloader", "DataLoader alone (no copy)", 0, alone, n)
+    plan.append(("dataloader", "DataLoader alone (no copy)", 0.0, alone))
     for step_ms in [0.0] + [float(s) for s in a.step_ms.split(",")]:
-        row("dataloader", "pin_memory=True + .to(non_blocking)", step_ms, lambda: usual(loader(True)), n)
-        row("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False)), n)
+        plan.append(("dataloader", "pin_memory=True + .to(non_blocking)", step_ms, lambda: usual(loader(True))))
+        plan.append(("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False))))
 
     # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
     # 64 k + j, so that check() verifies them as it does the dataset's.
@@ -176,21 +178,28 @@ def main():
         yield pending
 
     for step_ms in [0.0] + [float(s) for s in a.gen_step_ms.split(",")]:
-        row("generator", ".to('cuda') per batch", step_ms, lambda: plain(n + 1), n)
-        row("generator", "expert: pinned pair + copy stream", step_ms, lambda: expert(n + 1), n)
-        row("generator", "sluice.Prefetcher(generator)", step_ms, lambda: sluice.Prefetcher(generator(n + 1)), n)
+        plan.append(("generator", ".to('cuda') per batch", step_ms, lambda: plain(n + 1)))
+        plan.append(("generator", "expert: pinned pair + copy stream", step_ms, lambda: expert(n + 1)))
+        plan.append(("generator", "sluice.Prefetcher(generator)", step_ms, lambda: sluice.Prefetcher(generator(n + 1))))
+    for _ in range(a.rounds):
+        for workload, method, step_ms, make in plan:
+            row(workload, method, step_ms, make, n)
+    # The best round of each row, for the summary (every round stays in the JSON).
+    best_rows = {}
+    for r in rows:
+        key = (r["workload"], r["method"], r["step_ms"])
+        if key not in best_rows or r["batches_per_s"] > best_rows[key]["batches_per_s"]:
+            best_rows[key] = r
 
     result = {"device": torch.cuda.get_device_name(0), "batch_mb": batch_mb, "rates": rates,
               "bound_gbps": bound_gbps, "rows": rows}
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
 
-    def best(workload, method, step):
-        return next(r for r in rows if r["workload"] == workload and r["method"] == method and r["step_ms"] == step)
-
-    dl_alone = best("dataloader", "DataLoader alone (no copy)", 0)["batches_per_s"]
-    print("\nsummary (targets: DataLoader >= 0.9 of alone, idle <= 0.01 where it keeps up; generator >= 0.9 of bound)")
-    for r in rows:
+    dl_alone = best_rows[("dataloader", "DataLoader alone (no copy)", 0.0)]["batches_per_s"]
+    print(f"\nsummary, best of {a.rounds} rounds (targets: DataLoader >= 0.9 of alone, idle <= 0.01 where it keeps up; "
+          f"generator >= 0.9 of bound)")
+    for r in best_rows.values():
         ratio = r["batches_per_s"] / dl_alone if r["workload"] == "dataloader" else r["gbps"] / bound_gbps
         of = "of DataLoader alone" if r["workload"] == "dataloader" else "of min(staging, link)"
         print(f"| {r['workload']} | {r['method']} | {r['step_ms']} | {r['batches_per_s']:.1f} | {r['gbps']:.2f} | "

@@ -13,12 +13,13 @@ namespace {
 // threads' hand-off would cost more than the copy.
 constexpr std::size_t small_batch = std::size_t{256} << 10;
 
-// One piece per staging thread, so that none waits on a straggler's last
-// piece (a 38.5 MB batch in 1 MiB pieces gave 14 threads 2 or 3 each).
+// About four pieces per staging thread: threads that finish early take more,
+// so that one slowed by page faults (a DataLoader's batch arrives in shared
+// memory this process has not touched yet) does not hold up the batch.
 std::size_t piece_for(std::size_t bytes, unsigned threads) {
-  constexpr std::size_t page = 4096;
-  const std::size_t even = (bytes + threads - 1) / threads;
-  return std::max<std::size_t>(StagingPool::min_piece_bytes, (even + page - 1) / page * page);
+  constexpr std::size_t page = 4096, least = std::size_t{256} << 10;
+  const std::size_t quarter = (bytes + 4 * threads - 1) / (4 * threads);
+  return std::max(least, (quarter + page - 1) / page * page);
 }
 
 // The pageable pieces, end to end: [k] is where piece k starts in that run.
