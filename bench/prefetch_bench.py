@@ -125,7 +125,7 @@ def main():
         if step_ms > 0:
             r["idle"] = max(0.0, 1 - resident_ms(count, step_ms) / loop_ms)
         rows.append(r)
-        print(f"  {workload:10} {method:34} step {step_ms:>4} ms  {r['batches_per_s']:7.1f} batches/s "
+        print(f"  {workload:10} {method:44} step {step_ms:>4} ms  {r['batches_per_s']:7.1f} batches/s "
               f"{r['gbps']:6.2f} GB/s  idle {r.get('idle', float('nan')):6.3f}  bad {bad}", flush=True)
 
     n = a.batches
@@ -138,6 +138,8 @@ def main():
     for step_ms in [0.0] + [float(s) for s in a.step_ms.split(",")]:
         plan.append(("dataloader", "pin_memory=True + .to(non_blocking)", step_ms, lambda: usual(loader(True))))
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False))))
+        plan.append(("dataloader", "sluice.Prefetcher(DataLoader, thread=False)", step_ms,
+                     lambda: sluice.Prefetcher(loader(False), thread=False)))
 
     # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
     # 64 k + j, so that check() verifies them as it does the dataset's.
@@ -181,6 +183,8 @@ def main():
         plan.append(("generator", ".to('cuda') per batch", step_ms, lambda: plain(n + 1)))
         plan.append(("generator", "expert: pinned pair + copy stream", step_ms, lambda: expert(n + 1)))
         plan.append(("generator", "sluice.Prefetcher(generator)", step_ms, lambda: sluice.Prefetcher(generator(n + 1))))
+        plan.append(("generator", "sluice.Prefetcher(generator, thread=False)", step_ms,
+                     lambda: sluice.Prefetcher(generator(n + 1), thread=False)))
     for _ in range(a.rounds):
         for workload, method, step_ms, make in plan:
             row(workload, method, step_ms, make, n)

@@ -27,7 +27,10 @@ class Prefetcher:
     same dtype and shape (NumPy arrays become tensors). Other leaves (numbers, strings, CUDA
     tensors) pass through as they are.
 
-    A thread of the prefetcher's walks the iterable. Each batch's pageable arrays are copied by
+    A thread of the prefetcher's walks the iterable; with thread=False the loop's own thread does,
+    `ahead` batches before it needs them (no second Python thread to share the GIL with: better
+    where taking a batch from the iterable costs the loop little, as with a DataLoader's workers
+    or tensors already in memory). Each batch's pageable arrays are copied by
     staging threads, in parallel, into page-locked slots that are reused from batch to batch
     (they grow to the largest batch); page-locked arrays (pin_memory=True) are copied where they
     lie. The copies run on a copy stream; torch's current stream waits for each batch on the GPU,
@@ -44,11 +47,11 @@ class Prefetcher:
     StatefulDataLoader, or any iterable with both methods).
     """
 
-    def __init__(self, batches, *, ahead=2, device=None, threads=0, _host_executor=None):
+    def __init__(self, batches, *, ahead=2, device=None, threads=0, thread=True, _host_executor=None):
         if ahead < 1 or ahead > 30:
             raise ValueError("ahead must be 1 to 30 batches")
         self._batches = batches
-        self._ahead, self._threads = ahead, threads
+        self._ahead, self._threads, self._thread = ahead, threads, bool(thread)
         self._host_executor = _host_executor  # {"jitter_us":, "seed":}: the host ring executor, for tests
         self._torch = torch_or_none()
         if self._torch is None:
@@ -106,35 +109,65 @@ class _Pass:
         self.stopping = False
         self.running = True
         self.stateful = hasattr(owner._batches, "state_dict")
-        self.thread = threading.Thread(target=self.produce, name="sluice-prefetch", daemon=True)
+        self.thread = threading.Thread(target=self.produce, name="sluice-prefetch",
+                                       daemon=True) if owner._thread else None
+        self.source = None  # the iterable's iterator, walked by the loop's thread (thread=False)
+        self.put = 0        # batches handed to the ring
+
+    def hand_over(self, batch):
+        flat = flatten(self.torch, batch)
+        state = self.owner._batches.state_dict() if self.stateful else None
+        self.meta.append((flat.spec, state))
+        # Returns at once: the ring's own thread stages the batch, and holds `flat`
+        # (the arrays) until they are staged or, page-locked, copied.
+        self.core.put(flat.pieces, flat)
+        self.put += 1
+
+    def failed(self, e):
+        self.error = e
+        self.core.fail(f"{type(e).__name__}: {e}")
 
     def produce(self):
-        torch = self.torch
         try:
             for batch in self.owner._batches:
                 if self.stopping:
                     return
-                flat = flatten(torch, batch)
-                state = self.owner._batches.state_dict() if self.stateful else None
-                self.meta.append((flat.spec, state))
-                # Returns at once: the ring's own thread stages the batch, and holds `flat`
-                # (the arrays) until they are staged or, page-locked, copied.
-                self.core.put(flat.pieces, flat)
+                self.hand_over(batch)
             self.core.close()
         except BaseException as e:  # noqa: BLE001 - handed to the loop, raised there as itself
-            if self.stopping:
+            if not self.stopping:
+                self.failed(e)
+
+    def pull(self, taken):
+        """thread=False: the loop's thread hands over batches until `ahead` are on their way beyond
+        the next take (no more: the ring's thread would wait for a take that this thread must make)."""
+        while self.source is not None and self.put < taken + self.owner._ahead:
+            try:
+                batch = next(self.source)
+            except StopIteration:
+                self.source = None
+                self.core.close()
                 return
-            self.error = e
-            self.core.fail(f"{type(e).__name__}: {e}")
+            except BaseException as e:  # noqa: BLE001 - raised by the take of this batch, as itself
+                self.source = None
+                self.failed(e)
+                return
+            self.hand_over(batch)
 
     def batches(self):
         torch = self.torch
         device = self.owner._device
         held = collections.deque()  # (position, weak reference to its memory) of the last two batches yielded
         from_dlpack = torch.utils.dlpack.from_dlpack
-        self.thread.start()
+        taken = 0
+        if self.thread is not None:
+            self.thread.start()
+        else:
+            self.source = iter(self.owner._batches)
         try:
             while True:
+                if self.thread is None:
+                    self.pull(taken)
                 if len(held) == 2:
                     position, memory = held.popleft()
                     if memory() is not None:  # the loop kept a tensor of it: it keeps its block
@@ -148,6 +181,7 @@ class _Pass:
                     raise
                 if got is None:
                     return
+                taken += 1
                 position, capsule, offsets, memory = got
                 spec, state = self.meta.popleft()
                 held.append((position, weakref.ref(memory)))
@@ -165,7 +199,7 @@ class _Pass:
             return
         self.stopping = True
         self.core.stop()  # wakes a producer waiting in put(); the copies finish; the arrays are let go
-        if self.thread.is_alive() and self.thread is not threading.current_thread():
+        if self.thread is not None and self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(_JOIN_SECONDS)
             if self.thread.is_alive():
                 warnings.warn(f"the iterable has not handed over a batch in {_JOIN_SECONDS:.0f} s: the prefetcher's "

@@ -78,11 +78,12 @@ def _same(torch, got, want):
         assert got == want
 
 
+@pytest.mark.parametrize("thread", [True, False])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_batch_comes_with_its_structure_and_values_in_order(seed):
+def test_every_batch_comes_with_its_structure_and_values_in_order(seed, thread):
     torch = torch_or_skip()
     batches = _batches(torch, 12, seed)
-    got = list(sluice.Prefetcher(batches, ahead=2, _host_executor={"jitter_us": 40, "seed": seed}))
+    got = list(sluice.Prefetcher(batches, ahead=2, thread=thread, _host_executor={"jitter_us": 40, "seed": seed}))
     assert len(got) == 12
     for g, w in zip(got, batches):
         _same(torch, g, w)  # every batch was kept (list()): kept ones keep their values
@@ -97,14 +98,16 @@ def test_a_tensor_or_an_array_alone_is_a_batch():
     assert torch.equal(got[1], torch.ones(3))
 
 
-def test_batches_the_loop_lets_go_are_correct_as_it_reads_them():
+@pytest.mark.parametrize("thread", [True, False])
+def test_batches_the_loop_lets_go_are_correct_as_it_reads_them(thread):
     torch = torch_or_skip()
     batches = _batches(torch, 20)
-    for k, batch in enumerate(sluice.Prefetcher(iter(batches), ahead=3, _host_executor=HOST)):
+    for k, batch in enumerate(sluice.Prefetcher(iter(batches), ahead=3, thread=thread, _host_executor=HOST)):
         _same(torch, batch, batches[k])
 
 
-def test_an_exception_in_the_iterable_is_raised_by_the_loop_at_that_batch_as_itself():
+@pytest.mark.parametrize("thread", [True, False])
+def test_an_exception_in_the_iterable_is_raised_by_the_loop_at_that_batch_as_itself(thread):
     torch = torch_or_skip()
     failure = KeyError("sample 7 is missing")
 
@@ -116,7 +119,7 @@ def test_an_exception_in_the_iterable_is_raised_by_the_loop_at_that_batch_as_its
 
     seen = []
     with pytest.raises(KeyError) as raised:
-        for batch in sluice.Prefetcher(source(), _host_executor=HOST):
+        for batch in sluice.Prefetcher(source(), thread=thread, _host_executor=HOST):
             seen.append(int(batch[0]))
     assert raised.value is failure
     assert seen == [0, 1, 2, 3]
@@ -132,8 +135,9 @@ def test_a_batch_of_an_unsupported_kind_fails_the_loop_at_that_batch():
             pass
 
 
+@pytest.mark.parametrize("thread", [True, False])
 @pytest.mark.parametrize("after", [0, 1, 5])
-def test_leaving_the_loop_early_stops_the_thread(after):
+def test_leaving_the_loop_early_stops_the_thread(after, thread):
     torch = torch_or_skip()
     pulled = []
 
@@ -144,14 +148,15 @@ def test_leaving_the_loop_early_stops_the_thread(after):
             yield torch.full((1000,), k)
             k += 1
 
-    for k, batch in enumerate(sluice.Prefetcher(endless(), ahead=2, _host_executor=HOST)):
+    for k, batch in enumerate(sluice.Prefetcher(endless(), ahead=2, thread=thread, _host_executor=HOST)):
         assert int(batch[0]) == k
         if k == after:
             break
     gc.collect()
     assert not _threads()
-    # The loop's, `ahead` more, one being staged, one waiting for that, and one the producer was making.
-    assert len(pulled) <= after + 1 + 2 + 3
+    # The loop's, `ahead` more, one being staged, one waiting for that, and one the producer was making;
+    # with the loop's thread walking the iterable, just `ahead` beyond the loop's.
+    assert len(pulled) <= after + 1 + 2 + (3 if thread else 0)
 
 
 class Stateful:
@@ -172,10 +177,11 @@ class Stateful:
         self.at = state["at"]
 
 
-def test_the_state_is_the_inner_iterables_as_of_the_last_batch_the_loop_received():
+@pytest.mark.parametrize("thread", [True, False])
+def test_the_state_is_the_inner_iterables_as_of_the_last_batch_the_loop_received(thread):
     torch_or_skip()
     inner = Stateful(10)
-    p = sluice.Prefetcher(inner, ahead=3, _host_executor=HOST)
+    p = sluice.Prefetcher(inner, ahead=3, thread=thread, _host_executor=HOST)
     loop = iter(p)
     for k in range(4):
         assert next(loop) == [k]
