@@ -125,7 +125,7 @@ def main():
         if step_ms > 0:
             r["idle"] = max(0.0, 1 - resident_ms(count, step_ms) / loop_ms)
         rows.append(r)
-        print(f"  {workload:10} {method:44} step {step_ms:>4} ms  {r['batches_per_s']:7.1f} batches/s "
+        print(f"  {workload:10} {method:54} step {step_ms:>4} ms  {r['batches_per_s']:7.1f} batches/s "
               f"{r['gbps']:6.2f} GB/s  idle {r.get('idle', float('nan')):6.3f}  bad {bad}", flush=True)
 
     n = a.batches
@@ -140,6 +140,9 @@ def main():
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False))))
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader, thread=False)", step_ms,
                      lambda: sluice.Prefetcher(loader(False), thread=False)))
+        # Staging needs few threads at a DataLoader's rate; more take cores from its workers.
+        plan.append(("dataloader", "sluice.Prefetcher(DataLoader, thread=False, threads=2)", step_ms,
+                     lambda: sluice.Prefetcher(loader(False), thread=False, threads=2)))
 
     # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
     # 64 k + j, so that check() verifies them as it does the dataset's.
