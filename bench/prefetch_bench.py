@@ -135,6 +135,12 @@ def main():
     # DataLoader with workers: alone, the usual loop, sluice.
     alone = lambda: ((images, labels) for images, labels in loader(False))  # noqa: E731 - no copy at all
     plan.append(("dataloader", "DataLoader alone (no copy)", 0.0, alone))
+
+    def touched():  # what reading each batch once on the host costs the DataLoader (its pages first touched)
+        for images, labels in loader(False):
+            images.sum()
+            yield images, labels
+    plan.append(("dataloader", "DataLoader alone, each batch summed on the host", 0.0, touched))
     for step_ms in [0.0] + [float(s) for s in a.step_ms.split(",")]:
         plan.append(("dataloader", "pin_memory=True + .to(non_blocking)", step_ms, lambda: usual(loader(True))))
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False))))
