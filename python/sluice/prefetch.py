@@ -52,7 +52,7 @@ class Prefetcher:
             raise ValueError("ahead must be 1 to 30 batches")
         self._batches = batches
         self._ahead, self._threads, self._thread = ahead, threads, bool(thread)
-        self._host_executor = _host_executor  # {"jitter_us":, "seed":}: the host ring executor, for tests
+        self._host_executor = _host_executor  # {"jitter_us":, "seed":, "fail_stage_at":}: the host ring executor, for tests
         self._torch = torch_or_none()
         if self._torch is None:
             raise RuntimeError("Prefetcher yields torch tensors and torch is not installed")
@@ -102,8 +102,8 @@ class _Pass:
         self.torch = owner._torch
         host = owner._host_executor
         self.core = _sluice._Prefetcher(owner._device, owner._ahead, 2, owner._threads,
-                                        **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1)}
-                                           if host is not None else {}))
+                                        **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1),
+                                            "fail_stage_at": host.get("fail_stage_at")} if host is not None else {}))
         self.meta = collections.deque()  # (spec, inner state) of each batch put, in order
         self.error = None
         self.stopping = False

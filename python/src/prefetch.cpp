@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -55,12 +56,15 @@ struct BatchMemory {
 class PyPrefetcher {
  public:
   PyPrefetcher(int device, std::size_t ahead, std::size_t held, unsigned threads, std::size_t staging, unsigned jitter_us,
-               std::uint64_t seed)
+               std::uint64_t seed, std::optional<std::size_t> fail_stage_at)
       : device_(device) {
-    if (device >= 0)
+    if (device >= 0) {
       executor_ = std::make_unique<ring::CudaRingExecutor>(device);
-    else
-      executor_ = std::make_unique<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, seed});
+    } else {
+      auto host = std::make_unique<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, seed});
+      if (fail_stage_at) host->inject({{*fail_stage_at, ring::Step::stage}});
+      executor_ = std::move(host);
+    }
     prefetcher_ = std::make_unique<BatchPrefetcher>(*executor_, ring::PrefetchOptions{ahead, held, threads, staging});
     feeder_ = std::thread([this] { feed(); });
   }
@@ -92,9 +96,15 @@ class PyPrefetcher {
     {
       py::gil_scoped_release release;
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || queue_.size() < capacity_; });
+      changed_.wait(lock, [&] { return stopping_ || fed_all_ || queue_.size() < capacity_; });
       if (stopping_) throw std::logic_error("prefetcher: put() after stop()");
       position = queued_++;
+      if (fed_all_) {
+        // The feeder stopped at a batch that failed: take() of that batch
+        // raises; this one is let go, not waited for.
+        done_.push_back({position, keep.release().ptr(), false});
+        return position;
+      }
       queue_.push_back({Kind::batch, std::move(pieces), keep.release().ptr(), page_locked, {}});
     }
     changed_.notify_all();
@@ -175,8 +185,12 @@ class PyPrefetcher {
         prefetcher_->put(w.pieces);
       } catch (const std::exception&) {
         // Stopped, or a staging failure that take() of this batch reports.
-        std::lock_guard lock(mutex_);
-        done_.push_back({position, w.keep, false});
+        {
+          std::lock_guard lock(mutex_);
+          done_.push_back({position, w.keep, false});
+          fed_all_ = true;
+        }
+        changed_.notify_all();
         return;
       }
       std::lock_guard lock(mutex_);
@@ -210,6 +224,7 @@ class PyPrefetcher {
   std::deque<Done> done_;
   std::size_t queued_ = 0;
   bool stopping_ = false;
+  bool fed_all_ = false;  // the feeder has stopped: a batch failed to stage
   std::thread feeder_;  // last: starts when everything above exists
 };
 
@@ -220,9 +235,11 @@ using Leaf = std::tuple<std::uintptr_t, std::size_t, bool>;  // address, bytes, 
 void bind_prefetcher(py::module_& m) {
   py::class_<BatchMemory>(m, "_BatchMemory");
   py::class_<PyPrefetcher>(m, "_Prefetcher")
-      .def(py::init<int, std::size_t, std::size_t, unsigned, std::size_t, unsigned, std::uint64_t>(), py::arg("device"),
-           py::arg("ahead"), py::arg("held"), py::arg("threads"), py::arg("staging") = 2, py::arg("jitter_us") = 0,
-           py::arg("seed") = 1)
+      .def(py::init<int, std::size_t, std::size_t, unsigned, std::size_t, unsigned, std::uint64_t,
+                    std::optional<std::size_t>>(),
+           py::arg("device"), py::arg("ahead"), py::arg("held"), py::arg("threads"), py::arg("staging") = 2,
+           py::arg("jitter_us") = 0, py::arg("seed") = 1, py::arg("fail_stage_at") = py::none(),
+           "device -1: the host ring executor (jitter_us, seed, and a stage made to fail at fail_stage_at), for tests")
       .def("put",
            [](PyPrefetcher& p, const std::vector<Leaf>& leaves, py::object keep) {
              std::vector<ring::HostPiece> pieces;

@@ -126,6 +126,28 @@ def test_an_exception_in_the_iterable_is_raised_by_the_loop_at_that_batch_as_its
     assert not _threads()
 
 
+@pytest.mark.parametrize("thread", [True, False])
+def test_a_batch_that_fails_to_stage_fails_the_loop_at_it_and_nothing_hangs(thread):
+    torch = torch_or_skip()
+    data = [torch.full((64,), k) for k in range(12)]
+    seen, outcome = [], {}
+
+    def loop():
+        try:
+            for batch in sluice.Prefetcher(data, ahead=3, thread=thread, _host_executor={"fail_stage_at": 2}):
+                seen.append(int(batch[0]))
+        except RuntimeError as e:
+            outcome["error"] = str(e)
+
+    runner = threading.Thread(target=loop, daemon=True)
+    runner.start()
+    runner.join(20)
+    assert not runner.is_alive(), "the loop hangs after a batch failed to stage"
+    assert seen == [0, 1]
+    assert "position 2" in outcome.get("error", "") and "stage" in outcome["error"], outcome
+    assert not _threads()
+
+
 def test_a_batch_of_an_unsupported_kind_fails_the_loop_at_that_batch():
     torch = torch_or_skip()
     import numpy as np
