@@ -118,12 +118,21 @@ std::shared_ptr<void> CudaRingExecutor::slot_memory(std::size_t slot) {
 void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fill) {
   if (!op.active) return;
   std::byte* slot = nullptr;
+  const Event* last_copy = nullptr;  // made once with the slots: stays put while the ring runs
+  {
+    std::lock_guard lock(mutex_);
+    for (const RingEdge& e : op)
+      if (e.why == Why::staging_slot && keeps(op, e)) last_copy = &s_->copied.at(op.staging_slot);
+  }
+  if (last_copy) {
+    // The host must wait here: it is about to write what the copy reads. Not
+    // under the lock, so that the consumer's take() and release() go on.
+    const DeviceScope scope(device_);
+    last_copy->synchronize();
+  }
   {
     std::lock_guard lock(mutex_);
     const DeviceScope scope(device_);
-    // The host must wait here: it is about to write what the copy reads.
-    for (const RingEdge& e : op)
-      if (e.why == Why::staging_slot && keeps(op, e)) s_->copied.at(op.staging_slot).synchronize();
     auto& pinned = s_->staging.at(op.staging_slot);
     if (pinned.size() < bytes) {
       // Its last copy is done (waited above, or there was none).
