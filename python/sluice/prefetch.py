@@ -13,6 +13,8 @@ from ._batch_tree import flatten, rebuild
 
 # How long stopping waits for the inner iterable to hand over the batch it is making.
 _JOIN_SECONDS = 30.0
+# Batches the loop holds: the last one, and the one before while `for` rebinds its variable.
+_HELD = 2
 
 
 class Prefetcher:
@@ -101,7 +103,7 @@ class _Pass:
         self.owner = owner
         self.torch = owner._torch
         host = owner._host_executor
-        self.core = _sluice._Prefetcher(owner._device, owner._ahead, 2, owner._threads,
+        self.core = _sluice._Prefetcher(owner._device, owner._ahead, _HELD, owner._threads,
                                         **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1),
                                             "fail_stage_at": host.get("fail_stage_at")} if host is not None else {}))
         self.meta = collections.deque()  # (spec, inner state) of each batch put, in order
@@ -157,7 +159,7 @@ class _Pass:
     def batches(self):
         torch = self.torch
         device = self.owner._device
-        held = collections.deque()  # (position, weak reference to its memory) of the last two batches yielded
+        held = collections.deque()  # (position, weak reference to its memory) of the last _HELD batches yielded
         from_dlpack = torch.utils.dlpack.from_dlpack
         taken = 0
         if self.thread is not None:
@@ -168,7 +170,7 @@ class _Pass:
             while True:
                 if self.thread is None:
                     self.pull(taken)
-                if len(held) == 2:
+                if len(held) == _HELD:
                     position, memory = held.popleft()
                     if memory() is not None:  # the loop kept a tensor of it: it keeps its block
                         self.core.keep(position)

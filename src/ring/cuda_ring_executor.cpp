@@ -73,11 +73,6 @@ CudaRingExecutor::CudaRingExecutor(int device) : device_(device) {}
 
 CudaRingExecutor::~CudaRingExecutor() { finish(); }
 
-void* CudaRingExecutor::copy_stream() const {
-  std::lock_guard lock(mutex_);
-  return s_ ? static_cast<void*>(s_->copy.view().get()) : nullptr;
-}
-
 void CudaRingExecutor::make_slots(const RingPlan& plan) {
   std::lock_guard lock(mutex_);
   if (s_) throw std::logic_error("cuda ring executor: runs one ring at a time");
@@ -136,7 +131,6 @@ void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
     auto& pinned = s_->staging.at(op.staging_slot);
     if (pinned.size() < bytes) {
       // Its last copy is done (waited above, or there was none).
-      s_->copy.synchronize();
       detail::give_back_pinned_slot(std::move(pinned));
       pinned = detail::take_pinned_slot(grown(bytes));
     }
@@ -148,9 +142,6 @@ void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
 void CudaRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
   std::lock_guard lock(mutex_);
   const DeviceScope scope(device_);
-  for (const CopyPiece& piece : pieces)
-    if (piece.offset > bytes || piece.bytes > bytes - piece.offset)
-      throw std::invalid_argument("cuda ring executor: a piece past the item's bytes");
   const cudaStream_t copy = s_->copy.view().get();
   for (const RingEdge& e : op)
     if (e.why == Why::device_slot && keeps(op, e) && s_->released_once.at(op.device_slot))

@@ -28,8 +28,6 @@ class CudaRingExecutor final : public RingExecutor {
   CudaRingExecutor& operator=(const CudaRingExecutor&) = delete;
 
   int device() const { return device_; }
-  // The copy stream (a cudaStream_t), while a ring runs.
-  void* copy_stream() const;
 
   void make_slots(const RingPlan& plan) override;
   std::byte* staging_slot(std::size_t slot) override;

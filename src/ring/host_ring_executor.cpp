@@ -105,9 +105,6 @@ void HostRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
 }
 
 void HostRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
-  for (const CopyPiece& piece : pieces)
-    if (piece.offset > bytes || piece.bytes > bytes - piece.offset)
-      throw std::invalid_argument("host ring executor: a piece past the item's bytes");
   s_->submitted(op.ref);
   State* s = s_.get();
   std::shared_ptr<std::vector<std::byte>> to;

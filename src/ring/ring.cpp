@@ -104,6 +104,10 @@ void Ring::produce() noexcept {
 }
 
 std::size_t Ring::put(const Item& item) {
+  for (const CopyPiece& piece : item.pieces)
+    if (piece.offset > item.bytes || piece.bytes > item.bytes - piece.offset)
+      throw std::invalid_argument(fmt::format("ring: a piece of {} bytes at offset {} lies past the item's {} bytes",
+                                              piece.bytes, piece.offset, item.bytes));
   std::size_t p = 0;
   {
     std::lock_guard lock(mutex_);
@@ -171,9 +175,14 @@ void Ring::throw_failure(std::unique_lock<std::mutex>& lock) {
   throw error;
 }
 
-void Ring::release_locked(std::size_t position, ConsumerLane lane) {
+std::deque<std::size_t>::iterator Ring::held_at(std::size_t position) {
   const auto at = std::find(held_.begin(), held_.end(), position);
   if (at == held_.end()) throw std::logic_error(fmt::format("ring: position {} is not one the consumer holds", position));
+  return at;
+}
+
+void Ring::release_locked(std::size_t position, ConsumerLane lane) {
+  const auto at = held_at(position);
   executor_.release(plan_.op(position, Step::release), lane);
   held_.erase(at);
 }
@@ -225,8 +234,7 @@ void Ring::release(std::size_t position, ConsumerLane lane) {
 void Ring::detach(std::size_t position) {
   std::lock_guard lock(mutex_);
   if (stopped_) throw std::logic_error("ring: detach() after stop()");
-  if (std::find(held_.begin(), held_.end(), position) == held_.end())
-    throw std::logic_error(fmt::format("ring: position {} is not one the consumer holds", position));
+  (void)held_at(position);
   executor_.detach(plan_.op(position, Step::release));
 }
 

@@ -93,8 +93,9 @@ class Ring {
   // Waits for the producer's lead (the host, as the ring's own producer
   // does), stages and enqueues the copy, and returns the position. Throws
   // std::logic_error without put_by_caller, after close(), or once the ring
-  // is stopped; what the stage or copy throws fails the position (take() of
-  // it throws a RingError) and is thrown here too.
+  // is stopped, and std::invalid_argument for a piece past the item's bytes,
+  // before any work; what the stage or copy throws fails the position
+  // (take() of it throws a RingError) and is thrown here too.
   std::size_t put(const Item& item);
   // The position the next put() fills (one producer at a time).
   std::size_t next_put() const;
@@ -132,6 +133,8 @@ class Ring {
   void produce_position(std::size_t p, const Item& item, Step& step);
   void wait_for_lead(std::size_t p);
   [[noreturn]] void throw_failure(std::unique_lock<std::mutex>& lock);
+  // Where the consumer holds `position`; std::logic_error where it does not.
+  std::deque<std::size_t>::iterator held_at(std::size_t position);
   void release_locked(std::size_t position, ConsumerLane lane);
   std::size_t end_locked() const { return closed_at_ ? *closed_at_ : plan_.positions(); }
 

@@ -65,7 +65,8 @@ class RingExecutor {
   using Fill = std::function<void(std::span<std::byte> slot)>;
   virtual void stage(const RingOp& op, std::size_t bytes, const Fill& fill) = 0;
   // Copy lane, returning at once: after the op's edges, gives the device slot
-  // at least `bytes` (new memory where it is smaller) and copies the pieces into it.
+  // at least `bytes` (new memory where it is smaller) and copies the pieces
+  // into it; the ring has checked that every piece lies within `bytes`.
   virtual void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) = 0;
   // Copy lane: the position is on the device once the lane gets here.
   virtual void ready(const RingOp& op) = 0;

@@ -280,3 +280,35 @@ TEST(Ring, TakeAfterStopIsRefused) {
 }
 
 }  // namespace sluice::test
+
+namespace sluice::test {
+
+// A caller's item is checked before any work: a piece past its bytes is
+// refused, no position is used, and the ring takes the next item as usual.
+TEST(Ring, ACallersPiecePastItsItemIsRefusedBeforeAnyWork) {
+  HostRingExecutor executor;
+  RingOptions o;
+  o.items = RingOptions::unbounded;
+  o.slot_bytes = 16;
+  Ring ring(RingPlan(o), executor, {.put_by_caller = true});
+  Ring::Item bad{16, [](std::span<std::byte>) {}, {{nullptr, 8, 9}}};
+  try {
+    ring.put(bad);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("a piece of 9 bytes at offset 8 lies past the item's 16 bytes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(ring.next_put(), 0u);
+  const Ring::Item good{16, [](std::span<std::byte> slot) { fill_item(3, slot); }, {{nullptr, 0, 16}}};
+  EXPECT_EQ(ring.put(good), 0u);
+  ring.close();
+  const auto t = ring.take();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->bytes, 16u);
+  executor.host_wait({0, Step::take});
+  EXPECT_EQ(wrong_bytes(t->data, 16, 3), 0u);
+  EXPECT_FALSE(ring.take());
+}
+
+}  // namespace sluice::test
