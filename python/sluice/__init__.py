@@ -32,11 +32,12 @@ from .job import JobPlace, job_place
 from .loader import BatchPlan, TokenLoader
 from .multi_pipeline import MultiPipeline
 from .pipeline import Chunk, Handle, Pipeline
+from .checkpoint import load_file, read_header
 from .prefetch import Prefetcher
 
 __version__ = _sluice.__version__
 
-__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "TokenLoader", "BatchPlan", "RunReport", "MultiReport",
+__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "load_file", "read_header", "TokenLoader", "BatchPlan", "RunReport", "MultiReport",
            "CudaError", "IoError", "ShardError", "JobPlace", "job_place", "device_count", "unavailable_reason",
            "write_svg", "write_chrome_trace", "__version__"]
 

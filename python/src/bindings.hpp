@@ -13,5 +13,7 @@ std::shared_ptr<pybind11::object> hold_with_gil(pybind11::object o);
 void bind_loaders(pybind11::module_& m);
 // The prefetcher for batches of any shape (prefetch.cpp).
 void bind_prefetcher(pybind11::module_& m);
+// Safetensors headers and file reads into device memory (checkpoint.cpp).
+void bind_checkpoint(pybind11::module_& m);
 
 }  // namespace sluice::python

@@ -281,4 +281,5 @@ PYBIND11_MODULE(_sluice, m) {
   bind_multi_pipeline(m);
   bind_loaders(m);
   bind_prefetcher(m);
+  bind_checkpoint(m);
 }

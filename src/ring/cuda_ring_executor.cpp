@@ -155,8 +155,8 @@ void CudaRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vect
   auto* to = static_cast<std::byte*>(block->data);
   const std::byte* staged = s_->plan->staged() ? s_->staging.at(op.staging_slot).data() : nullptr;
   for (const CopyPiece& piece : pieces)
-    SLUICE_CUDA_CHECK(cudaMemcpyAsync(to + piece.offset, piece.from ? piece.from : staged + piece.offset, piece.bytes,
-                                      cudaMemcpyHostToDevice, copy));
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(piece.to ? piece.to : to + piece.offset, piece.from ? piece.from : staged + piece.offset,
+                                      piece.bytes, cudaMemcpyHostToDevice, copy));
   if (s_->plan->staged()) s_->copied.at(op.staging_slot).record(s_->copy);
 }
 

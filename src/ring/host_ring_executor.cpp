@@ -125,7 +125,8 @@ void HostRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vect
         if (s->plan->staged()) staged = s->staging.at(op.staging_slot).data();
       }
       for (const CopyPiece& piece : pieces)
-        std::memcpy(to->data() + piece.offset, piece.from ? piece.from : staged + piece.offset, piece.bytes);
+        std::memcpy(piece.to ? piece.to : to->data() + piece.offset, piece.from ? piece.from : staged + piece.offset,
+                    piece.bytes);
     });
   });
 }

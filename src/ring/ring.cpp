@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <utility>
 
@@ -60,7 +61,7 @@ void Ring::wait_for_lead(std::size_t p) {
 
 void Ring::produce_position(std::size_t p, const Item& item, Step& step) {
   step = Step::stage;
-  if (plan_.staged()) executor_.stage(plan_.op(p, Step::stage), item.bytes, item.fill ? item.fill : [](std::span<std::byte>) {});
+  if (plan_.staged()) executor_.stage(plan_.op(p, Step::stage), staged_bytes(item), item.fill ? item.fill : [](std::span<std::byte>) {});
   step = Step::copy;
   executor_.copy(plan_.op(p, Step::copy), item.bytes, item.pieces);
   step = Step::ready;
@@ -103,9 +104,17 @@ void Ring::produce() noexcept {
   changed_.notify_all();
 }
 
+std::size_t Ring::staged_bytes(const Item& item) {
+  std::size_t end = 0;
+  for (const CopyPiece& piece : item.pieces)
+    if (!piece.from) end = std::max(end, piece.offset + piece.bytes);
+  return end;
+}
+
 std::size_t Ring::put(const Item& item) {
   for (const CopyPiece& piece : item.pieces)
-    if (piece.offset > item.bytes || piece.bytes > item.bytes - piece.offset)
+    if (piece.to ? piece.bytes > SIZE_MAX - piece.offset
+                 : piece.offset > item.bytes || piece.bytes > item.bytes - piece.offset)
       throw std::invalid_argument(fmt::format("ring: a piece of {} bytes at offset {} lies past the item's {} bytes",
                                               piece.bytes, piece.offset, item.bytes));
   std::size_t p = 0;

@@ -80,11 +80,13 @@ class Ring {
     std::size_t bytes = 0;
     std::shared_ptr<void> memory;  // what holds `data`: kept past the release by detach()
   };
-  // One item, from a producer of the caller's: `bytes` on the device, of
-  // which `fill` writes the staged pieces into the staging slot (at their
-  // offsets) on the staging threads, and `pieces` says what is copied from
-  // where (CopyPiece: the staging slot, or the caller's page-locked memory,
-  // which it keeps until copied(position)).
+  // One item, from a producer of the caller's: `bytes` in its device slot,
+  // `fill` writes the staged pieces into the staging slot (at their offsets)
+  // on the staging threads, and `pieces` says what is copied from where to
+  // where (CopyPiece: from the staging slot, or the caller's page-locked
+  // memory, which it keeps until copied(position); into the slot, or the
+  // caller's device memory). The staging slot gets the bytes up to the end
+  // of the last staged piece.
   struct Item {
     std::size_t bytes = 0;
     RingExecutor::Fill fill = {};  // empty where nothing is staged
@@ -93,7 +95,7 @@ class Ring {
   // Waits for the producer's lead (the host, as the ring's own producer
   // does), stages and enqueues the copy, and returns the position. Throws
   // std::logic_error without put_by_caller, after close(), or once the ring
-  // is stopped, and std::invalid_argument for a piece past the item's bytes,
+  // is stopped, and std::invalid_argument for a piece past the item's bytes in its slot,
   // before any work; what the stage or copy throws fails the position
   // (take() of it throws a RingError) and is thrown here too.
   std::size_t put(const Item& item);
@@ -131,6 +133,8 @@ class Ring {
   void produce() noexcept;
   // Stage and copy of position p (any producer); the ahead wait is the caller's.
   void produce_position(std::size_t p, const Item& item, Step& step);
+  // The bytes of the staging slot an item's staged pieces reach.
+  static std::size_t staged_bytes(const Item& item);
   void wait_for_lead(std::size_t p);
   [[noreturn]] void throw_failure(std::unique_lock<std::mutex>& lock);
   // Where the consumer holds `position`; std::logic_error where it does not.

@@ -38,11 +38,15 @@ struct LaneFailure {
 
 // A piece of a position's copy: `bytes` from `from` (page-locked memory the
 // caller keeps until the copy is done), or from the staging slot where
-// `from` is null, to the same `offset` in the device slot.
+// `from` is null, to the same `offset` in the device slot; or, where `to` is
+// set, to the caller's device memory there instead of the slot (a checkpoint
+// read into the tensors' own memory: no second copy out of a slot). The
+// caller keeps `to` until the consumer's lane has taken the position.
 struct CopyPiece {
   const std::byte* from = nullptr;
   std::size_t offset = 0;
   std::size_t bytes = 0;
+  std::byte* to = nullptr;
 };
 
 class RingExecutor {

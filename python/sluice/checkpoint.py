@@ -1,0 +1,83 @@
+"""Checkpoints onto the GPU at the link's bound: load_file reads a safetensors file's tensors
+through sluice's page-locked staging ring (see sluice::ring::read_file_ranges)."""
+from __future__ import annotations
+
+import os
+
+from . import _sluice
+from ._arrays import torch_or_none
+
+# The format's dtype names and torch's (safetensors.torch uses the same pairs). F4 and F6 pack
+# elements below a byte, which no torch dtype here holds one to an element.
+_TORCH_DTYPES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
+    "BF16": "bfloat16", "I32": "int32", "U32": "uint32", "F32": "float32", "C64": "complex64",
+    "F64": "float64", "I64": "int64", "U64": "uint64", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
+    "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+}
+
+
+def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _host_executor=None):
+    """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in file order.
+
+        state = sluice.load_file("model.safetensors")            # torch's current CUDA device
+        model.load_state_dict(state)
+
+    The same as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and bytes as
+    stored, each tensor in memory of its own - at the link's speed: staging threads read the file
+    in chunks (pread, in parallel pieces) into page-locked slots that are reused, while a copy
+    stream carries the chunk before to the tensors; the file crosses host memory once. With
+    direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
+    for a file that is not cached and will not be read again, slower for one that is.
+
+    The header is read and checked before any GPU memory is taken: a truncated file, offsets that
+    overlap, leave a hole or run past the end, an unknown dtype or a header over 100 MB is a
+    ValueError naming the file and the tensor. A read that fails is a sluice.IoError naming the
+    file, the offset and how far the load got. Returns once every byte is on the device; torch's
+    current stream may use the tensors at once.
+    """
+    torch = torch_or_none()
+    if torch is None:
+        raise RuntimeError("load_file makes torch tensors and torch is not installed")
+    if chunk_mib < 1:
+        raise ValueError("chunk_mib must be at least 1")
+    path = os.fspath(path)
+    header = _sluice._safetensors_header(path)
+    dtypes = {}
+    for name, dtype, _, _, _ in header["tensors"]:
+        torch_name = _TORCH_DTYPES.get(dtype)
+        dtypes[name] = getattr(torch, torch_name, None) if torch_name else None
+        if dtypes[name] is None:
+            raise ValueError(f"{path}: tensor '{name}' is {dtype}, which this torch ({torch.__version__}) has no dtype for")
+    if _host_executor is not None:
+        index, target, stream = -1, torch.device("cpu"), 0
+    else:
+        target = torch.device(device if not isinstance(device, int) else ("cuda", device))
+        if target.type != "cuda":
+            raise ValueError(f"load_file reads onto a CUDA device, not '{target}' (safetensors.torch.load_file reads into host memory)")
+        if _sluice.device_count() == 0:
+            raise RuntimeError(f"no CUDA device: {_sluice.unavailable_reason()}")
+        index = torch.cuda.current_device() if target.index is None else target.index
+        target = torch.device("cuda", index)
+    tensors, ranges = {}, []
+    for name, _, shape, begin, end in header["tensors"]:
+        t = torch.empty(shape, dtype=dtypes[name], device=target)
+        tensors[name] = t
+        if end > begin:
+            ranges.append((begin, end - begin, t.data_ptr()))
+    if index >= 0:
+        # The caching allocator hands out memory that work still queued on the current stream
+        # may have used before it was freed; the copy stream writes it only after that work.
+        current = torch.cuda.current_stream(index)
+        current.synchronize()
+        stream = current.cuda_stream
+    options = _host_executor or {}
+    _sluice._read_file_ranges(path, ranges, index, stream, chunk_bytes=int(chunk_mib) << 20, threads=threads,
+                              direct=bool(direct), jitter_us=options.get("jitter_us", 0))
+    return tensors
+
+
+def read_header(path):
+    """A safetensors file's header, checked as load_file checks it: {"tensors": [(name, dtype,
+    shape, begin, end)], "metadata": {..}, "data_begin": .., "file_bytes": ..}, offsets absolute."""
+    return _sluice._safetensors_header(os.fspath(path))

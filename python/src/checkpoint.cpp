@@ -1,0 +1,114 @@
+// Checkpoints (sluice/checkpoint.py): a safetensors file's header, checked
+// before any GPU memory is taken, and byte ranges of a file read into device
+// memory through the ring's staging slots (ring/file_ranges.hpp). On device
+// -1 the reads go to host memory on the host ring executor, so that the
+// Python side is tested where there is no GPU.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bindings.hpp"
+#include "ring/cuda_ring_executor.hpp"
+#include "ring/file_ranges.hpp"
+#include "ring/host_ring_executor.hpp"
+#include "sluice/core/pinned_buffer.hpp"
+#include "weights/safetensors_header.hpp"
+
+namespace py = pybind11;
+
+namespace sluice::python {
+
+namespace {
+
+py::dict header_dict(const weights::SafetensorsHeader& h) {
+  py::list tensors;
+  for (const auto& t : h.tensors)
+    tensors.append(py::make_tuple(t.name, std::string(weights::to_string(t.dtype)), t.shape, t.begin, t.end));
+  py::dict d;
+  d["tensors"] = tensors;
+  d["metadata"] = h.metadata;
+  d["data_begin"] = h.data_begin;
+  d["file_bytes"] = h.file_bytes;
+  return d;
+}
+
+using RangeTuple = std::tuple<std::uint64_t, std::size_t, std::uintptr_t>;  // offset, bytes, address
+
+std::vector<ring::FileRange> file_ranges(const std::vector<RangeTuple>& ranges) {
+  std::vector<ring::FileRange> out;
+  for (const auto& [offset, bytes, to] : ranges) out.push_back({offset, bytes, reinterpret_cast<std::byte*>(to)});
+  return out;
+}
+
+ring::FileReadOptions read_options(std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct) {
+  ring::FileReadOptions o;
+  o.chunk_bytes = chunk_bytes;
+  o.staging = staging;
+  o.threads = threads;
+  o.direct = direct;
+  return o;
+}
+
+}  // namespace
+
+void bind_checkpoint(py::module_& m) {
+  m.def("_safetensors_header", [](const std::string& path) { return header_dict(weights::read_safetensors_header(path)); },
+        py::arg("path"));
+  m.def("_safetensors_header_from_bytes",
+        [](py::bytes first, std::uint64_t file_bytes) {
+          const std::string s = first;
+          return header_dict(weights::parse_safetensors_header(
+              {reinterpret_cast<const std::byte*>(s.data()), s.size()}, file_bytes));
+        },
+        py::arg("first_bytes"), py::arg("file_bytes"));
+  m.def(
+      "_read_file_ranges",
+      [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::uintptr_t stream,
+         std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us) {
+        const auto spans = file_ranges(ranges);
+        ring::FileReadReport report;
+        {
+          py::gil_scoped_release release;
+          std::unique_ptr<ring::RingExecutor> executor;
+          if (device >= 0)
+            executor = std::make_unique<ring::CudaRingExecutor>(device);
+          else
+            executor = std::make_unique<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1});
+          report = ring::read_file_ranges(path, spans, *executor, {reinterpret_cast<void*>(stream)},
+                                          read_options(chunk_bytes, staging, threads, direct));
+        }
+        py::dict d;
+        d["bytes"] = report.bytes;
+        d["chunks"] = report.chunks;
+        d["direct"] = report.direct;
+        return d;
+      },
+      py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("stream") = 0,
+      py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
+      py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0);
+  // The storage's side of the bound: the same reads, into one page-locked
+  // chunk, with no copy after them. Returns (bytes, seconds).
+  m.def(
+      "_read_file_rate",
+      [](const std::string& path, std::uint64_t offset, std::size_t bytes, std::size_t chunk_bytes, unsigned threads,
+         bool direct) {
+        py::gil_scoped_release release;
+        PinnedBuffer<std::byte> buffer(chunk_bytes);
+        const ring::FileRange range{offset, bytes, buffer.data()};
+        const auto start = std::chrono::steady_clock::now();
+        const std::uint64_t read =
+            ring::read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), buffer.size()}, read_options(chunk_bytes, 1, threads, direct));
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return std::make_tuple(read, seconds);
+      },
+      py::arg("path"), py::arg("offset"), py::arg("bytes"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes,
+      py::arg("threads") = 0, py::arg("direct") = false);
+}
+
+}  // namespace sluice::python

@@ -1,0 +1,186 @@
+#include "ring/file_ranges.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <vector>
+
+#include "core/read_fully.hpp"
+#include "core/staging_pool.hpp"
+#include "pipeline/spans/file_calls.hpp"
+#include "ring/ring.hpp"
+#include "sluice/core/io_error.hpp"
+
+namespace sluice::ring {
+
+namespace {
+
+constexpr std::uint64_t page = 4096;
+// Pieces one staging thread reads of a chunk: a multiple of the page, so that O_DIRECT takes them.
+constexpr std::size_t read_piece = std::size_t{1} << 20;
+
+// Ranges closer than this in the file share a chunk (the bytes between are read too):
+// a checkpoint's tensors lie end to end, and a chunk per small tensor would cost a
+// ring position each.
+constexpr std::uint64_t joinable_gap = std::uint64_t{64} << 10;
+
+// One chunk: file bytes [start, start + read) into a staging slot, of which
+// each piece's [skip, skip + bytes) goes to its `to` (a head before the first
+// piece aligns the read for O_DIRECT).
+struct Chunk {
+  struct Piece {
+    std::size_t skip = 0;
+    std::size_t bytes = 0;
+    std::byte* to = nullptr;
+  };
+  std::uint64_t start = 0;
+  std::size_t read = 0;
+  std::vector<Piece> pieces;
+  std::uint64_t bytes() const {
+    std::uint64_t n = 0;
+    for (const Piece& p : pieces) n += p.bytes;
+    return n;
+  }
+};
+
+// The file, open for the reads, and its chunks; refuses what read_file_ranges refuses.
+class ChunkedFile {
+ public:
+  ChunkedFile(const std::filesystem::path& path, std::span<const FileRange> ranges, const FileReadOptions& o)
+      : name_(path.string()) {
+    if (o.chunk_bytes < page || o.chunk_bytes % page != 0)
+      throw std::invalid_argument(fmt::format("file read: chunk_bytes ({}) must be a positive multiple of 4096", o.chunk_bytes));
+    if (o.staging == 0 || o.ahead == 0) throw std::invalid_argument("file read: staging and ahead must be at least 1");
+    detail::DescriptorGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) throw IoError(name_, 0, "cannot open for reading: " + detail::errno_text(errno));
+    const std::uint64_t size = detail::file_size(fd.get(), name_);
+    for (const FileRange& r : ranges) {
+      if (r.bytes > 0 && !r.to) throw std::invalid_argument("file read: a range has no memory to read into");
+      if (r.offset > size || r.bytes > size - r.offset)
+        throw IoError(name_, r.offset,
+                      fmt::format("a range of {} bytes at offset {} runs past the file's end ({} bytes)", r.bytes, r.offset, size));
+      cut(r, o.chunk_bytes);
+    }
+    if (o.direct) direct_fd_ = detail::open_direct_at(AT_FDCWD, name_, O_RDONLY);
+    fd_ = fd.release();
+  }
+  ~ChunkedFile() {
+    ::close(fd_);
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+  }
+  ChunkedFile(const ChunkedFile&) = delete;
+  ChunkedFile& operator=(const ChunkedFile&) = delete;
+
+  const std::vector<Chunk>& chunks() const { return chunks_; }
+  bool direct() const { return direct_fd_ >= 0; }
+  const std::string& name() const { return name_; }
+
+  // The chunk's file bytes into `slot`, in pieces on the staging threads.
+  void read(const Chunk& c, std::byte* slot, StagingPool& pool) const {
+    pool.run(c.read, read_piece, [&](std::size_t offset, std::size_t length) { read_piece_at(c.start + offset, slot + offset, length); });
+  }
+
+ private:
+  // A range's bytes go into the last chunk while they fit its window and
+  // follow it closely; else into new chunks from the page under them.
+  void cut(const FileRange& r, std::size_t chunk_bytes) {
+    for (std::uint64_t at = r.offset; at < r.offset + r.bytes;) {
+      const bool joins = !chunks_.empty() && at >= chunks_.back().start + chunks_.back().read &&
+                         at - (chunks_.back().start + chunks_.back().read) <= joinable_gap &&
+                         at < chunks_.back().start + chunk_bytes;
+      if (!joins) chunks_.push_back({at / page * page, 0, {}});
+      Chunk& c = chunks_.back();
+      const std::uint64_t stop = std::min<std::uint64_t>(r.offset + r.bytes, c.start + chunk_bytes);
+      c.pieces.push_back({static_cast<std::size_t>(at - c.start), static_cast<std::size_t>(stop - at), r.to + (at - r.offset)});
+      c.read = static_cast<std::size_t>(stop - c.start);
+      at = stop;
+    }
+  }
+
+  void read_piece_at(std::uint64_t offset, std::byte* at, std::size_t length) const {
+    std::size_t done = 0;
+    const std::size_t aligned = length / page * page;
+    if (aligned > 0 && detail::direct_ok(direct_fd_, offset, aligned, at)) {
+      const detail::ReadOutcome r = detail::read_fully(direct_fd_, at, aligned, offset);
+      if (r.error != 0) throw IoError(name_, offset + r.done, "cannot read: " + detail::errno_text(r.error));
+      done = r.done;  // short where the file ended: the cached read below says so
+    }
+    const detail::ReadOutcome r = detail::read_fully(fd_, at + done, length - done, offset + done);
+    if (r.error != 0) throw IoError(name_, offset + done + r.done, "cannot read: " + detail::errno_text(r.error));
+    if (done + r.done < length)
+      throw IoError(name_, offset + done + r.done, "the file ends here, before the bytes its ranges name (was it cut while read?)");
+  }
+
+  std::string name_;
+  int fd_ = -1;
+  int direct_fd_ = -1;
+  std::vector<Chunk> chunks_;
+};
+
+}  // namespace
+
+FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
+                                RingExecutor& executor, ConsumerLane lane, const FileReadOptions& options) {
+  const ChunkedFile file(path, ranges, options);
+  FileReadReport report{0, file.chunks().size(), file.direct()};
+  if (file.chunks().empty()) return report;
+  StagingPool pool(options.threads);
+  RingOptions r;
+  r.items = RingOptions::unbounded;
+  r.ahead = options.ahead;
+  r.held = 1;
+  r.staging_slots = options.staging;
+  r.slot_bytes = 1;  // the chunks go to the caller's memory, never to a device slot
+  const auto& chunks = file.chunks();
+  std::size_t at = 0;  // the chunk being put
+  try {
+    Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
+    for (; at < chunks.size(); ++at) {
+      // One thread is both ends: it takes what put() would wait for.
+      if (at >= options.ahead) ring.take(lane);
+      const Chunk& c = chunks[at];
+      Ring::Item item{.bytes = 1, .fill = [&](std::span<std::byte> slot) { file.read(c, slot.data(), pool); }, .pieces = {}};
+      for (const Chunk::Piece& p : c.pieces) item.pieces.push_back({nullptr, p.skip, p.bytes, p.to});
+      ring.put(item);
+    }
+    ring.close();
+    while (ring.take(lane)) {
+    }
+    // The host waits for the last copy; a copy the device failed shows here.
+    executor.host_wait(ring.plan().op(chunks.size() - 1, Step::ready).ref);
+    if (const auto failed = executor.failure()) throw std::runtime_error("a copy failed: " + failed->what);
+  } catch (const std::exception& e) {
+    // The ring is stopped by now: the copies of the chunks before `at` ran.
+    std::uint64_t before = 0;
+    for (std::size_t i = 0; i < std::min(at, chunks.size()); ++i) before += chunks[i].bytes();
+    const std::string context =
+        at < chunks.size()
+            ? fmt::format("reading into device memory, chunk {} of {} (file bytes {}..{}); the {} before it ({} bytes) were copied",
+                          at, chunks.size(), chunks[at].start, chunks[at].start + chunks[at].read, at, before)
+            : fmt::format("reading into device memory, after all {} chunks were read", chunks.size());
+    if (const auto* io = dynamic_cast<const IoError*>(&e)) throw IoError(*io, context);
+    throw std::runtime_error(file.name() + ": " + context + ": " + e.what());
+  }
+  for (const Chunk& c : chunks) report.bytes += c.bytes();
+  return report;
+}
+
+std::uint64_t read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
+                                       std::span<std::byte> buffer, const FileReadOptions& options) {
+  const ChunkedFile file(path, ranges, options);
+  if (buffer.size() < options.chunk_bytes) throw std::invalid_argument("file read: the buffer is smaller than a chunk");
+  StagingPool pool(options.threads);
+  std::uint64_t bytes = 0;
+  for (const Chunk& c : file.chunks()) {
+    file.read(c, buffer.data(), pool);
+    bytes += c.read;
+  }
+  return bytes;
+}
+
+}  // namespace sluice::ring

@@ -1,0 +1,191 @@
+// Ranges of a file read into "device" memory through the ring's staging
+// slots, on the host executor: every byte lands where its range says at any
+// chunk size and alignment, under jitter; bad input is refused before a byte
+// is written; a read that fails names how far the run got and leaves
+// nothing running. Host-only: this is how CI tests the checkpoint loader's engine.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ring/file_ranges.hpp"
+#include "ring_test.hpp"
+#include "scratch_dir.hpp"
+#include "sluice/core/io_error.hpp"
+
+namespace sluice::test {
+
+namespace {
+
+constexpr std::byte poison{0xA5};
+
+std::byte file_byte(std::uint64_t at) { return static_cast<std::byte>((at * 131 + (at >> 12) * 7 + 3) & 0xff); }
+
+std::filesystem::path write_file(const ScratchDir& dir, std::size_t bytes) {
+  std::vector<char> data(bytes);
+  for (std::size_t k = 0; k < bytes; ++k) data[k] = static_cast<char>(file_byte(k));
+  const auto path = dir / "data.bin";
+  std::ofstream(path, std::ios::binary).write(data.data(), static_cast<std::streamsize>(bytes));
+  return path;
+}
+
+// Bytes of `to` that are not the file's bytes from `offset`.
+std::size_t wrong(const std::vector<std::byte>& to, std::uint64_t offset) {
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < to.size(); ++k) n += to[k] != file_byte(offset + k);
+  return n;
+}
+
+struct Case {
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::size_t> sizes;
+};
+
+}  // namespace
+
+TEST(FileRanges, EveryByteLandsWhereItsRangeSaysAtAnyChunkAndAlignment) {
+  ScratchDir dir;
+  const std::size_t file_bytes = 3 * 65536 + 777;
+  const auto path = write_file(dir, file_bytes);
+  // A range from an unaligned offset to the file's unaligned end; one inside a
+  // page; one of no bytes; one that starts on a page and ends mid-chunk.
+  const Case c{{4100, 10, 0, 8192}, {file_bytes - 4100, 3000, 0, 70000}};
+  for (std::size_t chunk : {4096u, 8192u, 65536u, 1u << 20}) {
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+      HostRingExecutor executor({.jitter_us = 200, .seed = seed});
+      std::vector<std::vector<std::byte>> to;
+      std::vector<FileRange> ranges;
+      for (std::size_t r = 0; r < c.sizes.size(); ++r) to.emplace_back(c.sizes[r], poison);
+      for (std::size_t r = 0; r < c.sizes.size(); ++r) ranges.push_back({c.offsets[r], c.sizes[r], to[r].data()});
+      FileReadReport report;
+      within(std::chrono::seconds(60), "a file read", [&] {
+        report = read_file_ranges(path, ranges, executor, {}, {.chunk_bytes = chunk, .staging = 2, .ahead = 2, .threads = 3});
+      });
+      for (std::size_t r = 0; r < c.sizes.size(); ++r)
+        EXPECT_EQ(wrong(to[r], c.offsets[r]), 0u) << "range " << r << ", chunks of " << chunk << ", seed " << seed;
+      std::size_t total = 0;
+      for (std::size_t s : c.sizes) total += s;
+      EXPECT_EQ(report.bytes, total);
+      EXPECT_GE(report.chunks, (file_bytes - 4100 + chunk - 1) / chunk);
+      EXPECT_TRUE(executor.violations().empty()) << executor.violations().front();
+    }
+  }
+}
+
+// A checkpoint's tensors lie end to end: many small ranges share a chunk
+// (one ring position, not one each), each still lands in its own memory.
+TEST(FileRanges, RangesEndToEndShareChunksAndEachLandsInItsOwnMemory) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 200000);
+  std::vector<std::vector<std::byte>> to;
+  std::vector<FileRange> ranges;
+  std::uint64_t at = 24;
+  for (std::size_t r = 0; r < 120; ++r) {
+    const std::size_t bytes = 1 + (r * 97) % 1500;
+    to.emplace_back(bytes, poison);
+    ranges.push_back({at, bytes, nullptr});
+    at += bytes + (r % 3 == 0 ? 100 : 0);  // a few small gaps, as alignment padding leaves
+  }
+  for (std::size_t r = 0; r < ranges.size(); ++r) ranges[r].to = to[r].data();
+  HostRingExecutor executor({.jitter_us = 50, .seed = 9});
+  const FileReadReport report = read_file_ranges(path, ranges, executor, {}, {.chunk_bytes = 65536, .staging = 2});
+  EXPECT_EQ(report.chunks, (at + 65535) / 65536);
+  for (std::size_t r = 0; r < ranges.size(); ++r) EXPECT_EQ(wrong(to[r], ranges[r].offset), 0u) << "range " << r;
+}
+
+TEST(FileRanges, DirectReadsWhereTheFileSystemTakesThemGiveTheSameBytes) {
+  ScratchDir dir;
+  const std::size_t file_bytes = 5 * 4096 + 100;
+  const auto path = write_file(dir, file_bytes);
+  std::vector<std::byte> to(file_bytes - 4096 - 1, poison);
+  const FileRange range{4097, to.size(), to.data()};
+  HostRingExecutor executor;
+  read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = 8192, .direct = true});
+  EXPECT_EQ(wrong(to, 4097), 0u);
+}
+
+TEST(FileRanges, ReadsAloneForTheBoundCoverEveryChunk) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 50000);
+  std::vector<std::byte> buffer(8192, poison);
+  const FileRange range{1000, 49000, buffer.data()};
+  // From page 0 (the first chunk starts on the page under offset 1000) to the end.
+  EXPECT_EQ(read_file_ranges_to_host(path, {&range, 1}, buffer, {.chunk_bytes = 8192}), 50000u);
+  EXPECT_THROW(read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), 4096}, {.chunk_bytes = 8192}), std::invalid_argument);
+}
+
+TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 10000);
+  std::vector<std::byte> to(6000, poison);
+  HostRingExecutor executor;
+  auto read = [&](FileRange range, FileReadOptions o = {}, std::filesystem::path p = {}) {
+    read_file_ranges(p.empty() ? path : p, {&range, 1}, executor, {}, o);
+  };
+  try {
+    read({5000, 6000, to.data()});
+    FAIL() << "a range past the end was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("runs past the file's end (10000 bytes)"), std::string::npos) << e.what();
+    EXPECT_EQ(e.path(), path.string());
+  }
+  EXPECT_THROW(read({0, 10, nullptr}), std::invalid_argument);
+  EXPECT_THROW(read({0, 10, to.data()}, {.chunk_bytes = 5000}), std::invalid_argument);
+  EXPECT_THROW(read({0, 10, to.data()}, {.chunk_bytes = 0}), std::invalid_argument);
+  EXPECT_THROW(read({0, 10, to.data()}, {.staging = 0}), std::invalid_argument);
+  EXPECT_THROW(read({0, 10, to.data()}, {}, dir / "missing.bin"), IoError);
+  for (std::byte b : to) ASSERT_EQ(b, poison);
+}
+
+TEST(FileRanges, AFailedReadNamesHowFarTheRunGotAndLeavesNothingRunning) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 10 * 4096);
+  std::vector<std::byte> to(10 * 4096, poison);
+  const FileRange range{0, to.size(), to.data()};
+  HostRingExecutor executor({.jitter_us = 100, .seed = 5});
+  executor.inject({{4, Step::stage}});  // chunk 4's read fails
+  within(std::chrono::seconds(30), "a file read that fails", [&] {
+    try {
+      read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2});
+      FAIL() << "the failed read was not reported";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("chunk 4 of 10 (file bytes 16384..20480); the 4 before it (16384 bytes) were copied"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
+    }
+  });
+  // The chunks before the failure are in; none after it was read.
+  std::vector<std::byte> first(to.begin(), to.begin() + 4 * 4096);
+  EXPECT_EQ(wrong(first, 0), 0u);
+  for (std::size_t k = 4 * 4096; k < to.size(); ++k) ASSERT_EQ(to[k], poison) << "byte " << k;
+  expect_nothing_held(executor);
+}
+
+TEST(FileRanges, AFileCutBeforeItsRangesIsAnIoErrorNamingTheOffset) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 10 * 4096);
+  std::vector<std::byte> to(10 * 4096, poison);
+  const FileRange range{0, to.size(), to.data()};
+  HostRingExecutor executor;
+  // Cut the file just before chunk 3 is read (the edge filter is asked about
+  // each stage's edges before it runs, and keeps them all): its read finds the end.
+  std::atomic<int> calls = 0;
+  executor.ignore_edges([&](const RingOp& op, const RingEdge&) {
+    if (op.ref.step == Step::stage && op.ref.position == 3 && calls++ == 0) std::filesystem::resize_file(path, 3 * 4096 + 10);
+    return true;
+  });
+  try {
+    read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
+    FAIL() << "a cut file was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("the file ends here"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("chunk 3 of 10"), std::string::npos) << e.what();
+    EXPECT_EQ(e.offset(), 3u * 4096 + 10);
+  }
+}
+
+}  // namespace sluice::test

@@ -1,0 +1,199 @@
+"""sluice.load_file: safetensors checkpoints through the staging ring. The file is written here
+from the format's description (8-byte little-endian header size, JSON header, the tensors' bytes),
+so that the tests need no safetensors package; where it is installed, its reader and writer are
+checked against ours too. Most tests read into host memory on the host ring executor, so that
+they run where there is no GPU; the last ones run on the GPU."""
+import json
+import struct
+
+import pytest
+
+import sluice
+from conftest import gpu, torch_or_skip
+
+HOST = {"jitter_us": 30}
+
+_NAMES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "float16": "F16", "bfloat16": "BF16",
+          "int32": "I32", "float32": "F32", "float64": "F64", "int64": "I64", "complex64": "C64"}
+
+
+def _raw_bytes(torch, t):
+    """A tensor's bytes as stored: little-endian, row-major."""
+    flat = t.contiguous().reshape(-1)
+    return bytes(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else b""
+
+
+def _write(path, torch, tensors, metadata=None, pad_to=8, header=None):
+    """A safetensors file of `tensors` in dict order; `header` replaces the computed JSON."""
+    entries, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        data = _raw_bytes(torch, t.cpu())
+        entries[name] = {"dtype": _NAMES[str(t.dtype).split(".")[1]], "shape": list(t.shape),
+                         "data_offsets": [at, at + len(data)]}
+        blobs.append(data)
+        at += len(data)
+    if metadata:
+        entries["__metadata__"] = metadata
+    text = json.dumps(entries if header is None else header).encode()
+    text += b" " * (-(8 + len(text)) % pad_to)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def _tensors(torch, big=False):
+    g = torch.Generator().manual_seed(7)
+    out = {
+        "embed.weight": torch.randn(33, 17, generator=g),
+        "norm": torch.randn(17, generator=g).to(torch.bfloat16),
+        "half": torch.randn(5, 3, generator=g).to(torch.float16),
+        "ids": torch.randint(-(1 << 40), 1 << 40, (7,), generator=g, dtype=torch.int64),
+        "mask": torch.rand(11, generator=g) > 0.5,
+        "bytes": torch.randint(0, 255, (13,), generator=g, dtype=torch.uint8),
+        "small": torch.randint(-100, 100, (3, 3), generator=g, dtype=torch.int8),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+        "empty": torch.zeros(0, 4),
+        "i16": torch.randint(-1000, 1000, (9,), generator=g, dtype=torch.int16),
+        "c64": torch.randn(4, generator=g, dtype=torch.complex64),
+    }
+    if big:  # several chunks of 1 MiB, an odd size
+        out["big"] = torch.randn(3 * 262144 + 5, generator=g)
+    return out
+
+
+def _check_same(torch, got, want):
+    assert list(got) == list(want)
+    for name, t in want.items():
+        g = got[name].cpu()
+        assert g.dtype == t.dtype and g.shape == t.shape, name
+        assert _raw_bytes(torch, g) == _raw_bytes(torch, t), name
+
+
+def test_every_dtype_and_shape_comes_back_as_stored(tmp_path):
+    torch = torch_or_skip()
+    want = _tensors(torch, big=True)
+    _write(tmp_path / "m.safetensors", torch, want, metadata={"format": "pt"})
+    got = sluice.load_file(tmp_path / "m.safetensors", _host_executor=HOST, chunk_mib=1, threads=3)
+    _check_same(torch, got, want)
+    # Each tensor has memory of its own (as safetensors' loader gives), not a view of one block.
+    assert len({t.data_ptr() for t in got.values() if t.numel()}) == sum(1 for t in want.values() if t.numel())
+    header = sluice.read_header(tmp_path / "m.safetensors")
+    assert header["metadata"] == {"format": "pt"}
+    assert [e[0] for e in header["tensors"]] == list(want)
+
+
+def test_a_header_padded_to_any_length_and_a_file_of_no_tensors(tmp_path):
+    torch = torch_or_skip()
+    want = _tensors(torch)
+    _write(tmp_path / "p.safetensors", torch, want, pad_to=4096)
+    _check_same(torch, sluice.load_file(tmp_path / "p.safetensors", _host_executor=HOST), want)
+    _write(tmp_path / "e.safetensors", torch, {})
+    assert sluice.load_file(tmp_path / "e.safetensors", _host_executor=HOST) == {}
+
+
+def _refused(tmp_path, torch, monkeypatch, mutate, match):
+    """The load refuses the file before a tensor is made (no device memory is taken)."""
+    path = tmp_path / "bad.safetensors"
+    mutate(path)
+    made = []
+    real_empty = torch.empty
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: made.append(a) or real_empty(*a, **k))
+    with pytest.raises(ValueError, match=match):
+        sluice.load_file(path, _host_executor=HOST)
+    assert made == []
+
+
+def test_bad_files_are_refused_before_any_memory_is_taken(tmp_path, monkeypatch):
+    torch = torch_or_skip()
+    good = {"a": torch.ones(4), "b": torch.ones(2)}
+
+    def truncated(path):
+        _write(path, torch, good)
+        data = path.read_bytes()
+        path.write_bytes(data[:-3])
+
+    def overlapping(path):
+        _write(path, torch, good, header={"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                                          "b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}})
+
+    def past_end(path):
+        _write(path, torch, good, header={"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+                                          "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 32]}})
+
+    def unknown_dtype(path):
+        _write(path, torch, good, header={"a": {"dtype": "F12", "shape": [4], "data_offsets": [0, 16]},
+                                          "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}})
+
+    def huge_header(path):
+        path.write_bytes(struct.pack("<Q", 200_000_000) + b"{}")
+
+    def wrong_size(path):
+        _write(path, torch, good, header={"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]},
+                                          "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}})
+
+    _refused(tmp_path, torch, monkeypatch, truncated, "bad.safetensors")
+    _refused(tmp_path, torch, monkeypatch, overlapping, "'b'")
+    _refused(tmp_path, torch, monkeypatch, past_end, "bad.safetensors")
+    _refused(tmp_path, torch, monkeypatch, unknown_dtype, "F12")
+    _refused(tmp_path, torch, monkeypatch, huge_header, "header")
+    _refused(tmp_path, torch, monkeypatch, wrong_size, "'a'")
+
+
+def test_a_missing_file_is_an_io_error_and_bad_options_are_refused(tmp_path):
+    torch = torch_or_skip()
+    with pytest.raises(sluice.IoError, match="missing.safetensors"):
+        sluice.load_file(tmp_path / "missing.safetensors", _host_executor=HOST)
+    _write(tmp_path / "m.safetensors", torch, {"a": torch.ones(2)})
+    with pytest.raises(ValueError, match="chunk_mib"):
+        sluice.load_file(tmp_path / "m.safetensors", chunk_mib=0, _host_executor=HOST)
+    with pytest.raises(ValueError, match="CUDA device"):
+        sluice.load_file(tmp_path / "m.safetensors", device="cpu")
+
+
+def test_files_written_by_safetensors_load_as_its_reader_loads_them(tmp_path):
+    torch = torch_or_skip()
+    st = pytest.importorskip("safetensors.torch", reason="the safetensors package is not installed")
+    want = _tensors(torch, big=True)
+    st.save_file(want, str(tmp_path / "st.safetensors"), metadata={"k": "v"})
+    _check_same(torch, sluice.load_file(tmp_path / "st.safetensors", _host_executor=HOST, chunk_mib=1),
+                st.load_file(str(tmp_path / "st.safetensors")))
+    _write(tmp_path / "ours.safetensors", torch, want)
+    _check_same(torch, st.load_file(str(tmp_path / "ours.safetensors")), want)
+
+
+@gpu
+def test_on_the_gpu_every_tensor_equals_the_file_bitwise(tmp_path):
+    torch = torch_or_skip()
+    want = _tensors(torch, big=True)
+    _write(tmp_path / "m.safetensors", torch, want)
+    for direct in (False, True):
+        torch.cuda.synchronize()
+        got = sluice.load_file(tmp_path / "m.safetensors", chunk_mib=1, direct=direct)
+        assert all(t.is_cuda and t.device.index == torch.cuda.current_device() for t in got.values())
+        # Used at once on the current stream, with no synchronization by the caller.
+        sums = {name: t.to(torch.float64).sum() if t.dtype != torch.complex64 else t.abs().sum() for name, t in got.items()}
+        _check_same(torch, got, want)
+        for name, t in want.items():
+            expect = t.to(torch.float64).sum() if t.dtype != torch.complex64 else t.abs().sum()
+            assert torch.equal(sums[name].cpu(), expect.to(sums[name].dtype)), name
+
+
+@gpu
+def test_on_the_gpu_a_bad_file_takes_no_device_memory(tmp_path):
+    torch = torch_or_skip()
+    path = tmp_path / "bad.safetensors"
+    _write(path, torch, {"a": torch.ones(1 << 20)})
+    path.write_bytes(path.read_bytes()[:-1])
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    with pytest.raises(ValueError):
+        sluice.load_file(path)
+    assert torch.cuda.memory_allocated() == before
+
+
+@gpu
+def test_on_the_gpu_it_matches_safetensors_load_file(tmp_path):
+    torch = torch_or_skip()
+    st = pytest.importorskip("safetensors.torch", reason="the safetensors package is not installed")
+    want = _tensors(torch, big=True)
+    st.save_file(want, str(tmp_path / "st.safetensors"))
+    _check_same(torch, sluice.load_file(tmp_path / "st.safetensors"), st.load_file(str(tmp_path / "st.safetensors"), device="cuda"))
