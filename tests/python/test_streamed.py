@@ -269,7 +269,7 @@ def test_on_the_gpu_forwards_equal_the_model_resident_bitwise():
 @gpu
 def test_on_the_gpu_device_memory_stays_within_the_budget():
     torch = torch_or_skip()
-    blocks = _gpu_blocks(torch, count=12, width=2048)  # 32 MiB a block, built on the host
+    blocks = _gpu_blocks(torch, count=12, width=2048)  # 64 MiB a block, built on the host
     block_bytes = sum(p.numel() * p.element_size() for p in blocks[0].parameters())
     x = torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16)
     streamed = sluice.StreamedLayers(blocks, budget_bytes=3 * block_bytes + (1 << 20))
