@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""sluice.StreamedLayers beside what PyTorch users run, in one process, rows side by side.
+
+A model's blocks with their weights on the host, streamed onto the GPU for each forward:
+  A  16 MLP blocks (Linear 4096 -> 16384 -> 4096, GELU, bf16: 4.3 GB of weights), a batch of 8;
+  B  a transformers LlamaForCausalLM (8 layers, hidden 4096, intermediate 11008, 32 heads, random
+     bf16 weights), its decoder layers streamed and the rest resident, one forward of 1 x 128 tokens.
+Rows: the model resident (the reference output and the compute time); sluice.StreamedLayers
+within a device budget; an expert's hand-written loop (page-locked weights, a copy stream one
+block ahead, two device slots, events); each block's weights .to('cuda') from pageable memory;
+accelerate.cpu_offload, and for B accelerate's device_map from infer_auto_device_map with the
+same budget (where accelerate is installed).
+
+Every row's output is checked against the resident output (bitwise, or the largest difference)
+before it is timed. The bound is max(streamed bytes / link, resident forward), the link being
+the best pinned H2D rate measured in this run (256 MiB torch copies, and sluice's probe).
+
+  python3 bench/weights_bench.py [--quick] [--repeats 10] [--out weights.json]
+"""
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+
+MB = 1e6
+ALIGN = 256
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true", help="fewer repeats, workload B with 4 layers")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--out", default=None)
+    p.add_argument("--workloads", default="A,B")
+    a = p.parse_args()
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            raise RuntimeError("PyTorch sees no CUDA device")
+    except Exception as e:  # noqa: BLE001 - the bench says why it did not run
+        print(f"skipped: {e}")
+        return 0
+    import sluice
+    repeats = 3 if a.quick else a.repeats
+    dev = torch.device("cuda", 0)
+    link = link_gbps(torch, sluice, dev)
+    print(f"link: pinned H2D {link:.1f} GB/s (best of torch's 256 MiB copies and sluice's probe)", flush=True)
+    rows = []
+    if "A" in a.workloads:
+        rows += workload_a(torch, sluice, dev, link, repeats)
+    if "B" in a.workloads:
+        rows += workload_b(torch, sluice, dev, link, repeats, layers=4 if a.quick else 8)
+    print()
+    print(f"{'workload':9} {'method':44} {'ms':>8} {'bound ms':>9} {'effic.':>7} {'x accel.':>8} "
+          f"{'device MB':>10}  output")
+    for r in rows:
+        accel = next((q["ms"] for q in rows if q["workload"] == r["workload"] and q["method"] == "accelerate.cpu_offload"
+                      and q.get("ms")), None)
+        if r.get("ms") is None:
+            print(f"{r['workload']:9} {r['method']:44} {'n/a':>8}  {r['error']}")
+            continue
+        r["efficiency"] = r["bound_ms"] / r["ms"]
+        r["x_vs_accelerate"] = accel / r["ms"] if accel else None
+        x = f"{r['x_vs_accelerate']:.2f}" if r["x_vs_accelerate"] else "-"
+        print(f"{r['workload']:9} {r['method']:44} {r['ms']:8.1f} {r['bound_ms']:9.1f} {r['efficiency']:7.2f} {x:>8} "
+              f"{r['device_bytes'] / MB:10.0f}  {r['check']}")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"link_gbps": link, "rows": rows}, f, indent=1)
+    return 0
+
+
+def link_gbps(torch, sluice, dev):
+    host = torch.empty(256 << 20, dtype=torch.uint8).pin_memory()
+    on = torch.empty_like(host, device=dev)
+    best = 0.0
+    for _ in range(6):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        on.copy_(host, non_blocking=True)
+        stop.record()
+        torch.cuda.synchronize()
+        best = max(best, host.numel() / MB / start.elapsed_time(stop))
+    try:
+        best = max(best, sluice._sluice._engine_rates(dev.index)["h2d_gbps"])
+    except Exception:  # noqa: BLE001 - torch's copies alone then
+        pass
+    return best
+
+
+def param_bytes(modules):
+    return sum(p.numel() * p.element_size() for m in modules for p in m.parameters())
+
+
+def check(torch, got, want):
+    if torch.equal(got, want):
+        return "bitwise"
+    return f"max |diff| {float((got.float() - want.float()).abs().max()):.3g}"
+
+
+def measure(torch, forward, repeats):
+    """(median ms, peak bytes torch allocated above what it held before) of forward() after one warm-up."""
+    forward()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        forward()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples), torch.cuda.max_memory_allocated() - base
+
+
+class Expert:
+    """What a careful expert writes by hand: each block's weights packed in one page-locked buffer,
+    two device slots, a copy stream one block ahead, an event for each copy and each slot's reader."""
+
+    def __init__(self, torch, blocks, dev):
+        self.torch, self.blocks, self.dev = torch, list(blocks), dev
+        self.params = [list(b.parameters()) for b in self.blocks]
+        self.layout, self.flat = [], []
+        for params in self.params:
+            offsets, end = [], 0
+            for q in params:
+                end = (end + ALIGN - 1) // ALIGN * ALIGN
+                offsets.append(end)
+                end += q.numel() * q.element_size()
+            flat = torch.empty(end, dtype=torch.uint8).pin_memory()
+            for q, o in zip(params, offsets):
+                flat[o:o + q.numel() * q.element_size()].view(q.dtype).view(q.shape).copy_(q.data)
+            self.layout.append(offsets)
+            self.flat.append(flat)
+        self.host = [[q.data for q in params] for params in self.params]
+        most = max(f.numel() for f in self.flat)
+        self.slots = [torch.empty(most, dtype=torch.uint8, device=dev) for _ in range(2)]
+        self.copy = torch.cuda.Stream(dev)
+        self.copied = [torch.cuda.Event() for _ in range(2)]
+        self.done = [torch.cuda.Event() for _ in range(2)]
+        self.device_bytes = 2 * most
+        for k, b in enumerate(self.blocks):
+            b.register_forward_pre_hook(lambda m, args, k=k: self.enter(k))
+            b.register_forward_hook(lambda m, args, out, k=k: self.leave(k))
+
+    def issue(self, k):
+        s = k % 2
+        self.copy.wait_event(self.done[s])  # the slot's last block has run
+        with self.torch.cuda.stream(self.copy):
+            self.slots[s][:self.flat[k].numel()].copy_(self.flat[k], non_blocking=True)
+            self.copied[s].record(self.copy)
+
+    def enter(self, k):
+        if k == 0:
+            self.issue(0)
+        if k + 1 < len(self.blocks):
+            self.issue(k + 1)
+        self.torch.cuda.current_stream().wait_event(self.copied[k % 2])
+        slot = self.slots[k % 2]
+        for q, o in zip(self.params[k], self.layout[k]):
+            q.data = slot[o:o + q.numel() * q.element_size()].view(q.dtype).view(q.shape)
+
+    def leave(self, k):
+        self.done[k % 2].record(self.torch.cuda.current_stream())
+        for q, h in zip(self.params[k], self.host[k]):
+            q.data = h
+
+
+def per_block_to(torch, blocks, dev):
+    """Each block's weights .to('cuda') from pageable memory as it is entered, dropped as it is left."""
+    def hooks(params):
+        host = [q.data for q in params]
+
+        def enter(m, args):
+            for q in params:
+                q.data = q.data.to(dev)
+
+        def leave(m, args, out):
+            for q, h in zip(params, host):
+                q.data = h
+        return enter, leave
+
+    for b in blocks:
+        enter, leave = hooks(list(b.parameters()))
+        b.register_forward_pre_hook(enter)
+        b.register_forward_hook(leave)
+
+
+def accelerate_or_none():
+    try:
+        import accelerate
+        return accelerate
+    except ImportError:
+        return None
+
+
+def run_rows(torch, sluice, dev, workload, link, repeats, make_cpu, place_rest, forward, blocks_of, budget):
+    """The rows of one workload. make_cpu(): the model on the host; place_rest(model): all but its
+    blocks onto the GPU; forward(model): the output; blocks_of(model): the blocks streamed."""
+    rows = []
+    master = make_cpu()
+    streamed_bytes = param_bytes(blocks_of(master))
+
+    def row(method, model, extra_bytes=0):
+        try:
+            got = forward(model)
+            ms, peak = measure(torch, lambda: forward(model), repeats)
+            r = {"workload": workload, "method": method, "ms": ms, "bound_ms": bound_ms,
+                 "device_bytes": peak + extra_bytes, "check": check(torch, got, want)}
+        except Exception as e:  # noqa: BLE001 - the row says why, the others run
+            r = {"workload": workload, "method": method, "ms": None, "error": f"{type(e).__name__}: {e}"[:160]}
+        rows.append(r)
+        print(f"  {workload} {method:44} " + (f"{r['ms']:8.1f} ms  {r['check']}" if r["ms"] else r["error"]), flush=True)
+
+    resident = copy.deepcopy(master).to(dev)
+    with torch.inference_mode():
+        want = forward(resident)
+        compute_ms, _ = measure(torch, lambda: forward(resident), repeats)
+    bound_ms = max(streamed_bytes / MB / link, compute_ms)
+    print(f"{workload}: {streamed_bytes / MB:.0f} MB streamed, resident forward {compute_ms:.1f} ms, "
+          f"bound {bound_ms:.1f} ms, budget {budget / MB:.0f} MB", flush=True)
+    with torch.inference_mode():
+        row("resident", resident, param_bytes([resident]))
+        del resident
+        torch.cuda.empty_cache()
+
+        model = copy.deepcopy(master)
+        s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev)
+        place_rest(model)
+        row(f"sluice.StreamedLayers (ahead {s.ahead})", model, s.device_bytes)
+        s.remove()
+        del model, s
+        torch.cuda.empty_cache()
+
+        model = copy.deepcopy(master)
+        place_rest(model)
+        e = Expert(torch, blocks_of(model), dev)
+        row("expert: pinned, copy stream, 2 slots, events", model, e.device_bytes)
+        del model, e
+        torch.cuda.empty_cache()
+
+        model = copy.deepcopy(master)
+        place_rest(model)
+        per_block_to(torch, blocks_of(model), dev)
+        row("each block .to('cuda') from pageable", model)
+        del model
+        torch.cuda.empty_cache()
+
+        accelerate = accelerate_or_none()
+        if accelerate is None:
+            rows.append({"workload": workload, "method": "accelerate.cpu_offload", "ms": None,
+                         "error": "accelerate is not installed"})
+        else:
+            model = copy.deepcopy(master)
+            accelerate.cpu_offload(model, execution_device=dev)
+            row("accelerate.cpu_offload", model)
+            del model
+            torch.cuda.empty_cache()
+    return rows, want
+
+
+def workload_a(torch, sluice, dev, link, repeats):
+    nn = torch.nn
+    torch.manual_seed(0)
+
+    def make():
+        blocks = [nn.Sequential(nn.Linear(4096, 16384), nn.GELU(), nn.Linear(16384, 4096)) for _ in range(16)]
+        return nn.Sequential(*blocks).to(torch.bfloat16)
+
+    x = torch.randn(8, 4096, device=dev, dtype=torch.bfloat16)
+    master = make()
+    budget = param_bytes([master]) // 4
+    rows, _ = run_rows(torch, sluice, dev, "A mlp", link, repeats, lambda: master, lambda m: None,
+                       lambda m: m(x), lambda m: list(m), budget)
+    return rows
+
+
+def workload_b(torch, sluice, dev, link, repeats, layers):
+    try:
+        import transformers
+    except ImportError:
+        return [{"workload": "B llama", "method": "all", "ms": None, "error": "transformers is not installed"}]
+    config = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=layers,
+                                      num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)  # made in bf16: half the host memory and time of float32 first
+    try:
+        master = transformers.LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    ids = torch.randint(0, config.vocab_size, (1, 128), device=dev)
+    layer = param_bytes([master.model.layers[0]])
+    budget = max(param_bytes(master.model.layers) // 4, 2 * layer + (1 << 20))  # two slots at least
+
+    def place_rest(model):
+        model.to(dev)  # StreamedLayers leaves its layers' weights on the host; for the others, moved back below
+        for q in model.model.layers.parameters():
+            if q.is_cuda:
+                q.data = q.data.cpu()
+
+    def forward(model):
+        return model(ids, use_cache=False).logits
+
+    rows, want = run_rows(torch, sluice, dev, "B llama", link, repeats, lambda: master, place_rest, forward,
+                          lambda m: list(m.model.layers), budget)
+    accelerate = accelerate_or_none()
+    if accelerate is not None:
+        # accelerate's own placement, given the GPU what the resident rest and sluice's budget take.
+        rest = param_bytes([master]) - param_bytes(master.model.layers)
+        try:
+            with torch.inference_mode():
+                model = copy.deepcopy(master)
+                device_map = accelerate.infer_auto_device_map(
+                    model, max_memory={dev.index: rest + budget, "cpu": 1 << 40},
+                    no_split_module_classes=["LlamaDecoderLayer"])
+                model = accelerate.dispatch_model(model, device_map=device_map, main_device=dev.index)
+                got = forward(model)
+                ms, peak = measure(torch, lambda: forward(model), repeats)
+            on_gpu = sum(1 for v in device_map.values() if v == dev.index or v == f"cuda:{dev.index}")
+            rows.append({"workload": "B llama", "method": f"accelerate device_map ({on_gpu}/{len(device_map)} on GPU)",
+                         "ms": ms, "bound_ms": rows[0]["bound_ms"], "device_bytes": peak + rest,
+                         "check": check(torch, got.to(dev), want)})
+            print(f"  B llama device_map {ms:8.1f} ms", flush=True)
+        except Exception as e:  # noqa: BLE001
+            rows.append({"workload": "B llama", "method": "accelerate device_map", "ms": None,
+                         "error": f"{type(e).__name__}: {e}"[:160]})
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""A model's blocks run with their weights streamed onto the GPU just ahead of use: StreamedLayers
+keeps each block's parameters in page-locked host memory and copies them through a ring of device
+slots (the prefetcher's, sluice::ring::BatchPrefetcher) on a copy stream, one block's weights while
+the block before computes."""
+from __future__ import annotations
+
+import warnings
+import weakref
+
+from . import _sluice
+from ._arrays import torch_or_none
+
+# The ring's positions the forward holds: the block running now. Taking the next block's weights
+# releases the last block's slot (on torch's stream, after its kernels): a slot fewer than a
+# Prefetcher, whose loop may still hold the batch before.
+_HELD = 1
+# Where the ring lays each tensor of a block (sluice::ring::lay_out's align).
+_ALIGN = 256
+_MOST_AHEAD = 30
+
+
+def _block_bytes(tensors):
+    """A block's bytes on the device, laid out as the ring lays them (each tensor at an aligned offset)."""
+    end = 0
+    for t in tensors:
+        end = (end + _ALIGN - 1) // _ALIGN * _ALIGN + t.numel() * t.element_size()
+    return max(end, 1)
+
+
+class StreamedLayers:
+    """Blocks of a model whose weights do not fit the GPU, run with their weights streamed in.
+
+        model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.bfloat16)  # on the host
+        streamed = sluice.StreamedLayers(model.model.layers, budget_bytes=4 << 30, device="cuda")
+        model.cuda()                          # the rest of the model; the layers' weights stay on the host
+        with torch.inference_mode():
+            logits = model(input_ids.cuda()).logits
+
+    `blocks` is a sequence of modules (an nn.ModuleList) that the model calls in that order in
+    each forward. Their parameters move to page-locked host memory (from wherever they were) and
+    stay there: between forwards `param` is that host tensor, so state_dict() and inspection work.
+    Entering block k points its parameters at its weights on the device, copied there on a copy
+    stream while block k-1 computed (torch's current stream waits for the copy on the GPU, never the
+    host); leaving it points them back. The ring runs on from forward to forward: the next forward's
+    first blocks are copied while the end of this one runs. Buffers are not streamed: they stay
+    resident and move with the model (model.cuda() moves them; it leaves the parameters streamed,
+    and a dtype conversion of them is refused: convert before streaming).
+
+    Device memory: `ahead` + 1 slots, each of the largest block's bytes (`device_bytes`): the
+    block running and the `ahead` blocks copied ahead of it. `budget_bytes` picks the largest
+    `ahead` (up to the number of blocks) that fits; a budget below two slots is refused before any
+    work. Default without a budget: ahead 1, two slots. A tensor of a block's weights that is kept
+    past the block (rare) keeps its memory, and the ring takes new memory for that slot.
+
+    Inference only: a forward with grad enabled over parameters that require grad raises (autograd
+    would keep the streamed weights of every block). Use torch.inference_mode() or no_grad().
+    Blocks called out of order (a block skipped or called again, or a forward abandoned by an
+    exception) are served correctly: the ring starts afresh from the block called, at the cost of
+    its fill. One thread drives the forward; weights changed in place while streamed may be copied
+    stale for the blocks already ahead.
+
+    remove() (or leaving `with StreamedLayers(...)`) stops the ring, removes the hooks and puts
+    every parameter back on the device it came from (a GPU's, or the host's, there left
+    page-locked).
+    """
+
+    def __init__(self, blocks, *, budget_bytes=None, ahead=None, device=None, _host_executor=None):
+        torch = self._torch = torch_or_none()
+        if torch is None:
+            raise RuntimeError("StreamedLayers streams torch modules and torch is not installed")
+        self._blocks = list(blocks)
+        if not self._blocks:
+            raise ValueError("StreamedLayers needs at least one block")
+        for k, block in enumerate(self._blocks):
+            if not isinstance(block, torch.nn.Module):
+                raise TypeError(f"block {k} is a {type(block).__name__}, not a torch.nn.Module")
+        if len({id(b) for b in self._blocks}) != len(self._blocks):
+            raise ValueError("a block appears twice in `blocks`: each block is streamed once per forward")
+        self._params = [list(dict.fromkeys(b.parameters())) for b in self._blocks]
+        seen = {}
+        for k, params in enumerate(self._params):
+            for p in params:
+                if id(p) in seen:
+                    raise ValueError(f"blocks {seen[id(p)]} and {k} share a parameter: streamed blocks cannot share weights")
+                seen[id(p)] = k
+        self._host_executor = _host_executor  # {"jitter_us":, "seed":, "fail_stage_at":}: the host ring executor, for tests
+        if _host_executor is not None:
+            self._device = -1
+        else:
+            if _sluice.device_count() == 0:
+                raise RuntimeError(f"no CUDA device: {_sluice.unavailable_reason()}")
+            index = device if isinstance(device, int) else None if device is None else torch.device(device).index
+            self._device = torch.cuda.current_device() if index is None else index
+        self._slot_bytes = max(_block_bytes(params) for params in self._params)
+        self._ahead = self._choose_ahead(budget_bytes, ahead)
+
+        # Everything is checked: now the weights move. Each parameter's host copy is made contiguous
+        # and page-locked (on the host executor, where there is no GPU to lock for, left pageable).
+        self._origin = [[p.device for p in params] for params in self._params]
+        self._host = []
+        for params in self._params:
+            host = []
+            for p in params:
+                h = p.detach().to("cpu").contiguous()
+                if self._device >= 0:
+                    h = h.pin_memory()
+                p.data = h
+                host.append(h)
+            self._host.append(host)
+        self._pieces = [[(h.data_ptr(), h.numel() * h.element_size(), True) for h in host] for host in self._host]
+        self._ring_box = _Holder()
+        self._loaded = None  # the block whose parameters point at device memory now
+        self._warned = False
+        self._hooks = []
+        for k, block in enumerate(self._blocks):
+            self._hooks.append(block.register_forward_pre_hook(self._make_pre_hook(k)))
+            self._hooks.append(block.register_forward_hook(self._make_post_hook(k)))
+            block._apply = self._make_apply(block, self._params[k])  # model.cuda() leaves the weights streamed
+        # A ring still running at exit is stopped while the interpreter can still do it.
+        self._finalizer = weakref.finalize(self, self._ring_box.stop)
+
+    def _choose_ahead(self, budget, ahead):
+        least = (1 + _HELD) * self._slot_bytes
+        if ahead is not None and not 1 <= ahead <= _MOST_AHEAD:
+            raise ValueError(f"ahead must be 1 to {_MOST_AHEAD} blocks")
+        if budget is None:
+            return 1 if ahead is None else ahead
+        if budget < least:
+            raise ValueError(f"budget_bytes={budget} cannot hold the {1 + _HELD} device slots StreamedLayers needs at "
+                             f"least (the block running and one ahead), each of the largest block's "
+                             f"{self._slot_bytes} bytes: give at least {least}")
+        fits = budget // self._slot_bytes - _HELD
+        if ahead is None:
+            return min(fits, len(self._blocks), _MOST_AHEAD)
+        if ahead > fits:
+            raise ValueError(f"ahead={ahead} needs {(ahead + _HELD) * self._slot_bytes} bytes of device slots "
+                             f"({ahead + _HELD} of {self._slot_bytes}) and budget_bytes={budget} holds {fits + _HELD}")
+        return ahead
+
+    @property
+    def ahead(self):
+        return self._ahead
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def device_bytes(self):
+        """Device memory the ring's slots take: (ahead + 1) x the largest block's bytes."""
+        return (self._ahead + _HELD) * self._slot_bytes
+
+    def __len__(self):
+        return len(self._blocks)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
+    # The forward, block by block.
+
+    def _make_pre_hook(self, k):
+        def pre_hook(module, args):
+            self._enter(k)
+        return pre_hook
+
+    def _make_post_hook(self, k):
+        def post_hook(module, args, output):
+            if self._loaded == k:
+                self._unload()
+        return post_hook
+
+    def _enter(self, k):
+        torch = self._torch
+        if self._blocks is None:
+            raise RuntimeError("StreamedLayers was removed")
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self._params[k]):
+            raise RuntimeError("StreamedLayers runs inference only: call the model under torch.inference_mode() or "
+                               "torch.no_grad() (training with streamed weights is not supported yet: autograd "
+                               "would keep every block's weights on the device)")
+        if self._loaded is not None:  # a block left by an exception: its weights go back first
+            self._unload()
+        ring = self._ring_box.ring
+        if ring is None or ring.block(ring.taken) != k:
+            if ring is not None and k != 0 and not self._warned:
+                self._warned = True
+                warnings.warn(f"StreamedLayers: block {k} was called where block {ring.block(ring.taken)} was next: "
+                              f"the weights are streamed afresh from block {k} (a fill, each time the order breaks)",
+                              RuntimeWarning, stacklevel=4)
+            self._ring_box.stop()
+            ring = self._ring_box.ring = _Ring(self, k)
+        try:
+            weights = ring.take()
+        except BaseException:
+            self._ring_box.stop()
+            raise
+        for p, w in zip(self._params[k], weights):
+            p.data = w
+        self._loaded = k
+
+    def _unload(self):
+        k, self._loaded = self._loaded, None
+        for p, h in zip(self._params[k], self._host[k]):
+            p.data = h
+
+    # Conversions of the model (model.cuda(), .to()).
+
+    def _make_apply(self, block, params):
+        torch = self._torch
+        streamed = {id(p) for p in params}
+
+        def apply(fn, *args, **kwargs):
+            # Buffers move as the model's do; parameters stay streamed, in their dtype.
+            for p in params:
+                if fn(torch.empty(0, dtype=p.dtype)).dtype != p.dtype:
+                    raise RuntimeError("StreamedLayers keeps the streamed parameters' dtype: convert the model "
+                                       "before streaming it, or remove() first")
+            for module in block.modules():
+                for name, buf in module._buffers.items():
+                    if buf is not None:
+                        module._buffers[name] = fn(buf)
+                for name, p in module._parameters.items():
+                    if p is not None and id(p) not in streamed:
+                        p.data = fn(p.data)
+            return block
+        return apply
+
+    def remove(self):
+        """Stops the ring, removes the hooks and puts each parameter back on the device it came from."""
+        if self._blocks is None:
+            return
+        self._ring_box.stop()
+        if self._loaded is not None:
+            self._unload()
+        for h in self._hooks:
+            h.remove()
+        for block, params, host, origin in zip(self._blocks, self._params, self._host, self._origin):
+            del block._apply
+            for p, h, where in zip(params, host, origin):
+                p.data = h if where.type == "cpu" else h.to(where)
+        self._blocks = self._params = self._host = self._pieces = None
+        self._finalizer.detach()
+
+
+class _Holder:
+    """The live ring, where the exit-time finalizer can reach it without holding StreamedLayers."""
+
+    def __init__(self):
+        self.ring = None
+
+    def stop(self):
+        ring, self.ring = self.ring, None
+        if ring is not None:
+            ring.stop()
+
+
+class _Ring:
+    """The prefetcher's ring over the blocks' weights, from block `first` on, round and round: position
+    p holds block (first + p) % n. Put and taken on the forward's thread (no Python thread of its own)."""
+
+    def __init__(self, owner, first):
+        self.owner = owner
+        self.torch = owner._torch
+        self.n = len(owner._blocks)
+        self.first = first
+        host = owner._host_executor
+        self.core = _sluice._Prefetcher(owner._device, owner._ahead, _HELD, 0,
+                                        **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1),
+                                            "fail_stage_at": host.get("fail_stage_at")} if host is not None else {}))
+        self.put = 0
+        self.taken = 0
+        self.last = None  # (position, weak reference to its memory) of the block taken last
+
+    def block(self, position):
+        return (self.first + position) % self.n
+
+    def fill(self, through):
+        # Position p may be put once p - ahead is taken: put() never waits for a take this thread must make.
+        while self.put <= through:
+            k = self.block(self.put)
+            self.core.put(self.owner._pieces[k], self.owner._host[k])
+            self.put += 1
+
+    def take(self):
+        """The next block's weights on the device, ready on torch's current stream."""
+        torch, owner = self.torch, self.owner
+        ahead = owner._ahead
+        self.fill(self.taken + ahead - 1)
+        if self.last is not None:
+            position, memory = self.last
+            if memory() is not None:  # a tensor of the last block's weights outlived it: it keeps its block
+                self.core.keep(position)
+        stream = torch.cuda.current_stream(owner._device).cuda_stream if owner._device >= 0 else 0
+        got = self.core.take(stream)
+        if got is None:
+            raise AssertionError("the weights' ring ended")  # never closed while it runs
+        position, capsule, offsets, memory = got
+        k = self.block(self.taken)
+        self.taken += 1
+        self.last = (position, weakref.ref(memory))
+        self.fill(self.taken - 1 + ahead)  # copied while this block computes
+        block = torch.utils.dlpack.from_dlpack(capsule)
+        del memory  # only the weights' tensors hold it now
+        return [block[o:o + h.numel() * h.element_size()].view(h.dtype).view(h.shape)
+                for o, h in zip(offsets, owner._host[k])]
+
+    def stop(self):
+        if self.core is not None:
+            self.core.stop()  # the copies in flight finish; nothing runs after
+            self.core = None
