@@ -61,10 +61,12 @@ def main():
         if r.get("ms") is None:
             print(f"{r['workload']:9} {r['method']:44} {'n/a':>8}  {r['error']}")
             continue
-        r["efficiency"] = r["bound_ms"] / r["ms"]
+        # The bound is the streamed model's: the resident row is its compute side, not a peer.
+        r["efficiency"] = r["bound_ms"] / r["ms"] if r["method"] != "resident" else None
         r["x_vs_accelerate"] = accel / r["ms"] if accel else None
         x = f"{r['x_vs_accelerate']:.2f}" if r["x_vs_accelerate"] else "-"
-        print(f"{r['workload']:9} {r['method']:44} {r['ms']:8.1f} {r['bound_ms']:9.1f} {r['efficiency']:7.2f} {x:>8} "
+        eff = f"{r['efficiency']:7.2f}" if r["efficiency"] is not None else f"{'-':>7}"
+        print(f"{r['workload']:9} {r['method']:44} {r['ms']:8.1f} {r['bound_ms']:9.1f} {eff} {x:>8} "
               f"{r['device_bytes'] / MB:10.0f}  {r['check']}")
     if a.out:
         with open(a.out, "w") as f:
@@ -207,8 +209,9 @@ def run_rows(torch, sluice, dev, workload, link, repeats, make_cpu, place_rest, 
         try:
             got = forward(model)
             ms, peak = measure(torch, lambda: forward(model), repeats)
+            extra = extra_bytes() if callable(extra_bytes) else extra_bytes
             r = {"workload": workload, "method": method, "ms": ms, "bound_ms": bound_ms,
-                 "device_bytes": peak + extra_bytes, "check": check(torch, got, want)}
+                 "device_bytes": peak + extra, "check": check(torch, got, want)}
         except Exception as e:  # noqa: BLE001 - the row says why, the others run
             r = {"workload": workload, "method": method, "ms": None, "error": f"{type(e).__name__}: {e}"[:160]}
         rows.append(r)
@@ -229,7 +232,11 @@ def run_rows(torch, sluice, dev, workload, link, repeats, make_cpu, place_rest, 
         model = copy.deepcopy(master)
         s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev)
         place_rest(model)
-        row(f"sluice.StreamedLayers (ahead {s.ahead})", model, s.device_bytes)
+        # The ring's slots, measured: the highest use of the device's default pool (cudaMallocAsync) in the run.
+        pool_before = sluice._sluice._ring_pool_memory(dev.index)["used"]
+        sluice._sluice._ring_pool_memory(dev.index, reset=True)
+        row(f"sluice.StreamedLayers (ahead {s.ahead})", model,
+            lambda: sluice._sluice._ring_pool_memory(dev.index)["used_high"] - pool_before)
         s.remove()
         del model, s
         torch.cuda.empty_cache()

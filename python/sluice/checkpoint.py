@@ -18,13 +18,14 @@ _TORCH_DTYPES = {
 
 
 def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _host_executor=None):
-    """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in file order.
+    """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in name order.
 
         state = sluice.load_file("model.safetensors")            # torch's current CUDA device
         model.load_state_dict(state)
 
     The same as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and bytes as
-    stored, each tensor in memory of its own - at the link's speed: staging threads read the file
+    stored, each tensor in memory of its own, names in order as its keys() gives them - at the
+    link's speed: staging threads read the file
     in chunks (pread, in parallel pieces) into page-locked slots that are reused, while a copy
     stream carries the chunk before to the tensors; the file crosses host memory once. With
     direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
@@ -60,7 +61,7 @@ def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _ho
         index = torch.cuda.current_device() if target.index is None else target.index
         target = torch.device("cuda", index)
     tensors, ranges = {}, []
-    for name, _, shape, begin, end in header["tensors"]:
+    for name, _, shape, begin, end in header["tensors"]:  # in file order: the reads go front to back
         t = torch.empty(shape, dtype=dtypes[name], device=target)
         tensors[name] = t
         if end > begin:
@@ -74,7 +75,7 @@ def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _ho
     options = _host_executor or {}
     _sluice._read_file_ranges(path, ranges, index, stream, chunk_bytes=int(chunk_mib) << 20, threads=threads,
                               direct=bool(direct), jitter_us=options.get("jitter_us", 0))
-    return tensors
+    return {name: tensors[name] for name in sorted(tensors)}
 
 
 def read_header(path):

@@ -93,7 +93,7 @@ void bind_checkpoint(py::module_& m) {
       py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
       py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0);
   // The storage's side of the bound: the same reads, into one page-locked
-  // chunk, with no copy after them. Returns (bytes, seconds).
+  // chunk, with no copy after them. Returns (bytes, seconds, whether O_DIRECT was taken).
   m.def(
       "_read_file_rate",
       [](const std::string& path, std::uint64_t offset, std::size_t bytes, std::size_t chunk_bytes, unsigned threads,
@@ -102,10 +102,10 @@ void bind_checkpoint(py::module_& m) {
         PinnedBuffer<std::byte> buffer(chunk_bytes);
         const ring::FileRange range{offset, bytes, buffer.data()};
         const auto start = std::chrono::steady_clock::now();
-        const std::uint64_t read =
+        const ring::FileReadReport read =
             ring::read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), buffer.size()}, read_options(chunk_bytes, 1, threads, direct));
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return std::make_tuple(read, seconds);
+        return std::make_tuple(read.bytes, seconds, read.direct);
       },
       py::arg("path"), py::arg("offset"), py::arg("bytes"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes,
       py::arg("threads") = 0, py::arg("direct") = false);

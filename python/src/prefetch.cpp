@@ -4,6 +4,7 @@
 // takes each batch as one block of device memory. On device -1 it runs on the
 // host ring executor, so that its Python side is tested where there is no GPU.
 #include <Python.h>
+#include <cuda_runtime.h>
 #include <unistd.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -30,6 +31,7 @@
 #include "ring/batch_prefetcher.hpp"
 #include "ring/cuda_ring_executor.hpp"
 #include "ring/host_ring_executor.hpp"
+#include "sluice/core/error.hpp"
 
 namespace py = pybind11;
 
@@ -285,6 +287,29 @@ void bind_prefetcher(py::module_& m) {
       .def_property_readonly("device", &PyPrefetcher::device);
   // The engines a prefetcher's copies run on, each at its best, measured now:
   // the bound its benchmark holds it to.
+  // The device's default memory pool, where the ring's device slots live (cudaMallocAsync),
+  // apart from torch's caching allocator: bytes in use and reserved, now and at their highest
+  // since the last reset (reset=True sets both highs to the current values).
+  m.def("_ring_pool_memory", [](int device, bool reset) {
+    cudaMemPool_t pool = nullptr;
+    SLUICE_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    auto get = [&](cudaMemPoolAttr attr) {
+      std::uint64_t v = 0;
+      SLUICE_CUDA_CHECK(cudaMemPoolGetAttribute(pool, attr, &v));
+      return v;
+    };
+    if (reset) {
+      std::uint64_t zero = 0;
+      SLUICE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+      SLUICE_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero));
+    }
+    py::dict d;
+    d["used"] = get(cudaMemPoolAttrUsedMemCurrent);
+    d["used_high"] = get(cudaMemPoolAttrUsedMemHigh);
+    d["reserved"] = get(cudaMemPoolAttrReservedMemCurrent);
+    d["reserved_high"] = get(cudaMemPoolAttrReservedMemHigh);
+    return d;
+  }, py::arg("device"), py::arg("reset") = false);
   m.def("_engine_rates", [](int device, unsigned threads) {
     py::gil_scoped_release release;
     StagingPool pool(threads);

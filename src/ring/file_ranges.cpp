@@ -170,17 +170,17 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
   return report;
 }
 
-std::uint64_t read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
+FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
                                        std::span<std::byte> buffer, const FileReadOptions& options) {
   const ChunkedFile file(path, ranges, options);
   if (buffer.size() < options.chunk_bytes) throw std::invalid_argument("file read: the buffer is smaller than a chunk");
   StagingPool pool(options.threads);
-  std::uint64_t bytes = 0;
+  FileReadReport report{0, file.chunks().size(), file.direct()};
   for (const Chunk& c : file.chunks()) {
     file.read(c, buffer.data(), pool);
-    bytes += c.read;
+    report.bytes += c.read;
   }
-  return bytes;
+  return report;
 }
 
 }  // namespace sluice::ring

@@ -53,8 +53,8 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
 
 // The reads of read_file_ranges alone, every chunk in turn into `buffer`
 // (page-locked, at least options.chunk_bytes, 4096-aligned for O_DIRECT):
-// the storage's rate for the bound. Returns the bytes read.
-std::uint64_t read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
+// the storage's rate for the bound. FileReadReport::bytes: the bytes read.
+FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
                                        std::span<std::byte> buffer, const FileReadOptions& options);
 
 }  // namespace sluice::ring

@@ -113,7 +113,7 @@ TEST(FileRanges, ReadsAloneForTheBoundCoverEveryChunk) {
   std::vector<std::byte> buffer(8192, poison);
   const FileRange range{1000, 49000, buffer.data()};
   // From page 0 (the first chunk starts on the page under offset 1000) to the end.
-  EXPECT_EQ(read_file_ranges_to_host(path, {&range, 1}, buffer, {.chunk_bytes = 8192}), 50000u);
+  EXPECT_EQ(read_file_ranges_to_host(path, {&range, 1}, buffer, {.chunk_bytes = 8192}).bytes, 50000u);
   EXPECT_THROW(read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), 4096}, {.chunk_bytes = 8192}), std::invalid_argument);
 }
 

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Safetensors checkpoints onto the GPU: sluice.load_file beside what PyTorch users run, in one
+process, rows side by side, each beside the bound min(storage read rate, link) measured here.
+
+A Llama-shaped checkpoint of bf16 tensors (written by safetensors where installed), loaded:
+  - from the page cache: sluice.load_file; safetensors.torch.load_file(device="cuda"); a careful
+    expert's loop (safe_open, each tensor pin_memory() and copied non_blocking on a side stream);
+  - read past the page cache (the file's pages dropped with posix_fadvise first): sluice.load_file
+    with direct=True (O_DIRECT) and without, and safetensors' loader.
+The storage's rate is sluice's reads alone into one page-locked chunk (the same chunks, threads
+and O_DIRECT or not); the link is sluice's pinned H2D probe. Every load is verified bitwise
+against a reference copy on the GPU; the caching allocator's free memory is poisoned before each
+timed load, so a load that skipped a tensor shows.
+
+  python3 bench/checkpoint_bench.py --out checkpoint.json [--gib 3] [--dir /tmp]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from peer_common import median, torch_or_skip
+
+GB = 1e9
+
+
+def drop_cache(path):
+    """The file's pages out of the page cache (clean pages go; the file was fsynced when written)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def warm_cache(path):
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def llama_tensors(torch, gib):
+    """Layers of a Llama-7B-like shape (hidden 4096, MLP 11008) until about `gib` GiB of bf16."""
+    g = torch.Generator().manual_seed(11)
+    h, m = 4096, 11008
+    out = {"model.embed_tokens.weight": torch.randn(8000, h, generator=g).to(torch.bfloat16)}
+    layer = 0
+    while sum(t.numel() * 2 for t in out.values()) < gib * (1 << 30):
+        p = f"model.layers.{layer}."
+        for name, shape in (("self_attn.q_proj.weight", (h, h)), ("self_attn.k_proj.weight", (h, h)),
+                            ("self_attn.v_proj.weight", (h, h)), ("self_attn.o_proj.weight", (h, h)),
+                            ("mlp.gate_proj.weight", (m, h)), ("mlp.up_proj.weight", (m, h)),
+                            ("mlp.down_proj.weight", (h, m)), ("input_layernorm.weight", (h,)),
+                            ("post_attention_layernorm.weight", (h,))):
+            out[p + name] = (torch.randn(*shape, generator=g) * 0.02).to(torch.bfloat16)
+        layer += 1
+    out["model.norm.weight"] = torch.ones(h, dtype=torch.bfloat16)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--gib", type=float, default=3.0)
+    p.add_argument("--dir", default=".", help="where the checkpoint is written (a disk, not tmpfs, for the O_DIRECT rows)")
+    p.add_argument("--repeats", type=int, default=5, help="timed loads from the page cache, each method")
+    p.add_argument("--cold-repeats", type=int, default=2, help="timed loads past the page cache, each method")
+    p.add_argument("--chunks-mib", default="8,16,32,64", help="sluice's chunk sizes swept from the page cache")
+    a = p.parse_args()
+    torch = torch_or_skip(a.out)
+    if torch is None:
+        return 0
+    import sluice
+    try:
+        import safetensors.torch as st
+        from safetensors import safe_open
+    except ImportError:
+        st = safe_open = None
+    dev = torch.device("cuda", 0)
+    path = os.path.join(a.dir, "sluice-checkpoint-bench.safetensors")
+
+    t0 = time.perf_counter()
+    tensors = llama_tensors(torch, a.gib)
+    if st is not None:
+        st.save_file(tensors, path)
+    else:
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+        from test_checkpoint import _write
+        _write(path, torch, tensors)
+    header = sluice.read_header(path)
+    data_bytes = header["file_bytes"] - header["data_begin"]
+    reference = {k: v.to(dev) for k, v in tensors.items()}
+    del tensors
+    print(f"checkpoint: {len(reference)} tensors, {data_bytes / GB:.2f} GB of data, written in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+
+    rates = sluice._sluice._engine_rates(0)
+    link_gbps = rates["h2d_gbps"]
+    threads = rates["staging_threads"]
+
+    def read_rate(direct, chunk_mib=32):
+        best = 0.0
+        for _ in range(2 if not direct else 1):
+            if direct:
+                drop_cache(path)
+            else:
+                warm_cache(path)
+            n, s, took_direct = sluice._sluice._read_file_rate(path, header["data_begin"], data_bytes,
+                                                                chunk_bytes=chunk_mib << 20, threads=0, direct=direct)
+            if direct and not took_direct:
+                print("the file system refused O_DIRECT: direct reads went through the page cache", flush=True)
+            best = max(best, n / s / GB)
+        return best
+
+    def poison():
+        # Free memory of the caching allocator filled with 0xA5: a tensor a load left unwritten shows.
+        free = torch.empty(data_bytes + (64 << 20), dtype=torch.uint8, device=dev).fill_(0xA5)
+        del free
+        torch.cuda.synchronize()
+
+    def verify(got):
+        assert sorted(got) == sorted(reference), "the names differ"
+        for k, ref in reference.items():
+            t = got[k]
+            assert t.is_cuda and t.dtype == ref.dtype and t.shape == ref.shape, k
+            assert torch.equal(t.view(torch.int16), ref.view(torch.int16)), f"{k} differs"
+
+    def hand_written():
+        out = {}
+        side = torch.cuda.Stream(dev)
+        with safe_open(path, framework="pt", device="cpu") as f, torch.cuda.stream(side):
+            for k in f.keys():
+                out[k] = f.get_tensor(k).pin_memory().to(dev, non_blocking=True)
+        side.synchronize()
+        return out
+
+    def timed(load, repeats, cold=False):
+        """ms of each load, each one verified; from the page cache after a warm-up, past it with none
+        (the rows before warmed the code paths)."""
+        samples = []
+        for i in range(repeats + (0 if cold else 1)):
+            drop_cache(path) if cold else warm_cache(path)
+            poison()
+            t = time.perf_counter()
+            got = load()
+            torch.cuda.synchronize()
+            ms = (time.perf_counter() - t) * 1e3
+            verify(got)
+            del got
+            if cold or i > 0:
+                samples.append(ms)
+        return samples
+
+    rows = []
+
+    def row(name, samples, read_gbps, where):
+        bound_ms = data_bytes / (min(read_gbps, link_gbps) * GB) * 1e3
+        ms = median(samples)
+        rows.append({"where": where, "method": name, "ms": ms, "samples_ms": samples, "gbps": data_bytes / ms / 1e6,
+                     "bound_ms": bound_ms, "efficiency": bound_ms / ms, "verified": True})
+        print(f"  {where:<10} {name:<44} {ms:9.1f} ms  {data_bytes / ms / 1e6:6.1f} GB/s  bound {bound_ms:7.1f} ms  "
+              f"eff {bound_ms / ms:5.2f}", flush=True)
+
+    cached_read = read_rate(False)
+    print(f"link {link_gbps:.1f} GB/s (pinned H2D), page-cache reads {cached_read:.1f} GB/s on {threads} threads", flush=True)
+    sweep = {}
+    for c in [int(x) for x in a.chunks_mib.split(",")]:
+        sweep[c] = median(timed(lambda: sluice.load_file(path, dev, chunk_mib=c), a.repeats))
+        print(f"  sweep: chunk {c} MiB: {sweep[c]:.1f} ms", flush=True)
+    best_chunk = min(sweep, key=sweep.get)
+    row("sluice.load_file", timed(lambda: sluice.load_file(path, dev), a.repeats), cached_read, "page cache")
+    row(f"sluice.load_file(chunk_mib={best_chunk}) (best of sweep)",
+        timed(lambda: sluice.load_file(path, dev, chunk_mib=best_chunk), a.repeats), cached_read, "page cache")
+    if st is not None:
+        row("safetensors.torch.load_file(device='cuda')",
+            timed(lambda: st.load_file(path, device="cuda:0"), max(2, a.repeats // 2)), cached_read, "page cache")
+        row("safe_open + pin_memory + side stream (hand-written)", timed(hand_written, a.repeats), cached_read, "page cache")
+
+    direct_read = read_rate(True)
+    print(f"O_DIRECT reads {direct_read:.2f} GB/s; buffered reads of a dropped file measured with them", flush=True)
+    buffered_cold = 0.0
+    for _ in range(1):
+        drop_cache(path)
+        n, s, _ = sluice._sluice._read_file_rate(path, header["data_begin"], data_bytes, threads=0, direct=False)
+        buffered_cold = max(buffered_cold, n / s / GB)
+    storage = max(direct_read, buffered_cold)
+    print(f"storage (dropped cache): O_DIRECT {direct_read:.2f} GB/s, buffered {buffered_cold:.2f} GB/s", flush=True)
+    row("sluice.load_file(direct=True)", timed(lambda: sluice.load_file(path, dev, direct=True), a.cold_repeats, cold=True),
+        storage, "storage")
+    row("sluice.load_file (buffered)", timed(lambda: sluice.load_file(path, dev), a.cold_repeats, cold=True), storage, "storage")
+    if st is not None:
+        row("safetensors.torch.load_file(device='cuda')",
+            timed(lambda: st.load_file(path, device="cuda:0"), a.cold_repeats, cold=True), storage, "storage")
+
+    by = {(r["where"], r["method"]): r for r in rows}
+    st_cached = by.get(("page cache", "safetensors.torch.load_file(device='cuda')"))
+    summary = {"data_gb": data_bytes / GB, "link_gbps": link_gbps, "cached_read_gbps": cached_read,
+               "direct_read_gbps": direct_read, "buffered_cold_read_gbps": buffered_cold, "chunk_sweep_ms": sweep,
+               "rows": rows, "device": torch.cuda.get_device_name(0)}
+    if st_cached:
+        summary["x_vs_safetensors_page_cache"] = st_cached["ms"] / by[("page cache", "sluice.load_file")]["ms"]
+    with open(a.out, "w") as f:
+        json.dump(summary, f, indent=1)
+    os.remove(path)
+
+    print(f"\n{summary['device']}: {data_bytes / GB:.2f} GB checkpoint; link {link_gbps:.1f} GB/s; reads: page cache "
+          f"{cached_read:.1f}, O_DIRECT {direct_read:.2f}, buffered cold {buffered_cold:.2f} GB/s")
+    print(f"{'where':<10} {'method':<52} {'ms':>8} {'GB/s':>6} {'bound':>8} {'eff':>5}  verified")
+    for r in rows:
+        print(f"{r['where']:<10} {r['method']:<52} {r['ms']:8.1f} {r['gbps']:6.1f} {r['bound_ms']:8.1f} "
+              f"{r['efficiency']:5.2f}  bitwise")
+    if st_cached:
+        print(f"sluice vs safetensors' loader from the page cache: {summary['x_vs_safetensors_page_cache']:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
