@@ -17,7 +17,11 @@ _TORCH_DTYPES = {
 }
 
 
-def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _host_executor=None):
+# Below this share of the file's pages in the page cache, direct="auto" reads past it.
+_DIRECT_BELOW = 0.5
+
+
+def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _host_executor=None):
     """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in name order.
 
         state = sluice.load_file("model.safetensors")            # torch's current CUDA device
@@ -42,6 +46,8 @@ def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _ho
         raise RuntimeError("load_file makes torch tensors and torch is not installed")
     if chunk_mib < 1:
         raise ValueError("chunk_mib must be at least 1")
+    if direct not in ("auto", True, False):
+        raise ValueError(f"direct must be True, False or 'auto', not {direct!r}")
     path = os.fspath(path)
     header = _sluice._safetensors_header(path)
     dtypes = {}
@@ -72,6 +78,9 @@ def load_file(path, device="cuda", *, direct=False, threads=0, chunk_mib=32, _ho
         current = torch.cuda.current_stream(index)
         current.synchronize()
         stream = current.cuda_stream
+    if direct == "auto":
+        data = header["file_bytes"] - header["data_begin"]
+        direct = _sluice._cached_fraction(path, header["data_begin"], data) < _DIRECT_BELOW
     options = _host_executor or {}
     _sluice._read_file_ranges(path, ranges, index, stream, chunk_bytes=int(chunk_mib) << 20, threads=threads,
                               direct=bool(direct), jitter_us=options.get("jitter_us", 0))

@@ -92,6 +92,9 @@ void bind_checkpoint(py::module_& m) {
       py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("stream") = 0,
       py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
       py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0);
+  m.def("_cached_fraction",
+        [](const std::string& path, std::uint64_t offset, std::uint64_t bytes) { return ring::cached_fraction(path, offset, bytes); },
+        py::arg("path"), py::arg("offset"), py::arg("bytes"));
   // The storage's side of the bound: the same reads, into one page-locked
   // chunk, with no copy after them. Returns (bytes, seconds, whether O_DIRECT was taken).
   m.def(

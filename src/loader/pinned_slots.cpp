@@ -7,8 +7,9 @@ namespace sluice::detail {
 
 namespace {
 
-// A loader's slots are a few batches (MiB); several loaders' worth is kept.
-constexpr std::size_t kept_limit = std::size_t{256} << 20;
+// A loader's slots are a few batches (MiB), a checkpoint load's a few chunks
+// (3 x 32 MiB by default); several of each are kept.
+constexpr std::size_t kept_limit = std::size_t{512} << 20;
 
 struct Kept {
   std::mutex mutex;

@@ -1,6 +1,7 @@
 #include "ring/file_ranges.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -21,8 +22,14 @@ namespace sluice::ring {
 namespace {
 
 constexpr std::uint64_t page = 4096;
-// Pieces one staging thread reads of a chunk: a multiple of the page, so that O_DIRECT takes them.
-constexpr std::size_t read_piece = std::size_t{1} << 20;
+// A chunk's pieces: one for each staging thread, a multiple of the page (so
+// that O_DIRECT takes them). The chunk waits for its last piece, so pieces
+// of a fixed size would leave threads idle: 32 MiB in 1 MiB pieces on 14
+// threads is 3 rounds for some and 2 for others (0.74 of the link on an H100).
+std::size_t piece_for(std::size_t read, unsigned threads) {
+  const std::size_t even = (read + threads - 1) / threads;
+  return std::max<std::size_t>(page, (even + page - 1) / page * page);
+}
 
 // Ranges closer than this in the file share a chunk (the bytes between are read too):
 // a checkpoint's tensors lie end to end, and a chunk per small tensor would cost a
@@ -82,7 +89,8 @@ class ChunkedFile {
 
   // The chunk's file bytes into `slot`, in pieces on the staging threads.
   void read(const Chunk& c, std::byte* slot, StagingPool& pool) const {
-    pool.run(c.read, read_piece, [&](std::size_t offset, std::size_t length) { read_piece_at(c.start + offset, slot + offset, length); });
+    pool.run(c.read, piece_for(c.read, pool.thread_count()),
+             [&](std::size_t offset, std::size_t length) { read_piece_at(c.start + offset, slot + offset, length); });
   }
 
  private:
@@ -123,6 +131,26 @@ class ChunkedFile {
 };
 
 }  // namespace
+
+double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t bytes) {
+  const std::string name = path.string();
+  detail::DescriptorGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw IoError(name, 0, "cannot open for reading: " + detail::errno_text(errno));
+  const std::uint64_t size = detail::file_size(fd.get(), name);
+  if (offset > size || bytes > size - offset) throw IoError(name, offset, "the bytes asked about run past the file's end");
+  if (bytes == 0) return 1.0;
+  const std::uint64_t start = offset / page * page;
+  const std::size_t length = static_cast<std::size_t>(offset + bytes - start);
+  void* mapped = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(start));
+  if (mapped == MAP_FAILED) return 0.0;  // cannot tell: as if not cached
+  std::vector<unsigned char> resident((length + page - 1) / page);
+  const bool known = ::mincore(mapped, length, resident.data()) == 0;
+  ::munmap(mapped, length);
+  if (!known) return 0.0;
+  std::size_t in = 0;
+  for (unsigned char r : resident) in += r & 1;
+  return static_cast<double>(in) / static_cast<double>(resident.size());
+}
 
 FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
                                 RingExecutor& executor, ConsumerLane lane, const FileReadOptions& options) {

@@ -51,6 +51,11 @@ struct FileReadReport {
 FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
                                 RingExecutor& executor, ConsumerLane lane, const FileReadOptions& options);
 
+// The share of the file's pages over [offset, offset + bytes) that the page
+// cache holds now (mincore), 0 to 1: whether O_DIRECT would pay. 0 where the
+// kernel cannot say. IoError for a file that cannot be opened or bytes past its end.
+double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t bytes);
+
 // The reads of read_file_ranges alone, every chunk in turn into `buffer`
 // (page-locked, at least options.chunk_bytes, 4096-aligned for O_DIRECT):
 // the storage's rate for the bound. FileReadReport::bytes: the bytes read.

@@ -117,6 +117,16 @@ TEST(FileRanges, ReadsAloneForTheBoundCoverEveryChunk) {
   EXPECT_THROW(read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), 4096}, {.chunk_bytes = 8192}), std::invalid_argument);
 }
 
+TEST(FileRanges, AFileJustWrittenIsInThePageCache) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 5 * 4096 + 10);
+  EXPECT_GT(cached_fraction(path, 0, 5 * 4096 + 10), 0.99);
+  EXPECT_GT(cached_fraction(path, 4097, 100), 0.99);
+  EXPECT_EQ(cached_fraction(path, 7, 0), 1.0);
+  EXPECT_THROW(cached_fraction(path, 4096, 5 * 4096), IoError);
+  EXPECT_THROW(cached_fraction(dir / "missing.bin", 0, 1), IoError);
+}
+
 TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
   ScratchDir dir;
   const auto path = write_file(dir, 10000);

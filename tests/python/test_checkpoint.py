@@ -63,7 +63,7 @@ def _tensors(torch, big=False):
 def _check_same(torch, got, want):
     assert list(got) == sorted(want)  # in name order, as safetensors' load_file gives them
     for name, t in want.items():
-        g = got[name].cpu()
+        g, t = got[name].cpu(), t.cpu()
         assert g.dtype == t.dtype and g.shape == t.shape, name
         assert _raw_bytes(torch, g) == _raw_bytes(torch, t), name
 
@@ -145,6 +145,8 @@ def test_a_missing_file_is_an_io_error_and_bad_options_are_refused(tmp_path):
     _write(tmp_path / "m.safetensors", torch, {"a": torch.ones(2)})
     with pytest.raises(ValueError, match="chunk_mib"):
         sluice.load_file(tmp_path / "m.safetensors", chunk_mib=0, _host_executor=HOST)
+    with pytest.raises(ValueError, match="direct"):
+        sluice.load_file(tmp_path / "m.safetensors", direct="yes", _host_executor=HOST)
     with pytest.raises(ValueError, match="CUDA device"):
         sluice.load_file(tmp_path / "m.safetensors", device="cpu")
 
@@ -165,7 +167,7 @@ def test_on_the_gpu_every_tensor_equals_the_file_bitwise(tmp_path):
     torch = torch_or_skip()
     want = _tensors(torch, big=True)
     _write(tmp_path / "m.safetensors", torch, want)
-    for direct in (False, True):
+    for direct in (False, True, "auto"):
         torch.cuda.synchronize()
         got = sluice.load_file(tmp_path / "m.safetensors", chunk_mib=1, direct=direct)
         assert all(t.is_cuda and t.device.index == torch.cuda.current_device() for t in got.values())
