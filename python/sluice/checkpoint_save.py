@@ -96,7 +96,7 @@ def save_file(tensors, path, metadata=None, *, background=False, chunk_mib=64, s
     before it runs anything queued after this call, so the host never blocks and training may
     change the weights at once; this takes device memory the size of the CUDA tensors until the
     save ends. CPU tensors are copied in host memory before the call returns (host memory their
-    size, and the copy's time).
+    size, and the copy's time). A process that exits with a save in flight waits for it to end.
     """
     torch = torch_or_none()
     if torch is None:
@@ -293,7 +293,8 @@ def _write_staged(torch, pool, sink, progress, cuda, chunk_bytes, staging, threa
         with torch.cuda.device(device), torch.cuda.stream(stream):
             for t, at, n, _, to in parts:
                 buffer[to:to + n].copy_(t.reshape(-1).view(torch.uint8)[at:at + n], non_blocking=True)
-            event = torch.cuda.Event()
+            # The writers sleep on it rather than spin: a background save shares the CPU with training.
+            event = torch.cuda.Event(blocking=True)
             event.record(stream)
         in_flight[slot] = []
         # Parts of one chunk lie back to back in the file unless a CPU tensor lies between them.

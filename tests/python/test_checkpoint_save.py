@@ -265,3 +265,26 @@ def test_a_background_save_of_cuda_tensors_keeps_its_snapshot_while_training_cha
     assert not torch.equal(got["layer0.weight"], weights["layer0.weight"])
     _, by_hand, _ = _read_by_hand(torch, tmp_path / "s.safetensors")
     assert by_hand["ids"][2] == _raw(torch, expect["ids"])
+
+
+def test_the_device_bytes_are_cut_into_chunks_that_cover_each_byte_once():
+    # The staged path itself runs only on a GPU (below); how it cuts the bytes is checked here.
+    torch = torch_or_skip()
+    from sluice.checkpoint_save import _chunks
+    sizes = [5, 4096, 1, 3 * 1000 + 1, 0, 2048]
+    tensors, at = [], 100
+    for n in sizes:
+        tensors.append((torch.zeros(n, dtype=torch.uint8), at, at + n))
+        at += n + 3  # a CPU tensor of 3 bytes between each
+    for chunk_bytes in (1, 7, 1000, 1 << 20):
+        covered = []
+        for _, parts in _chunks([e for e in tensors if e[2] > e[1]], chunk_bytes):
+            assert 0 < sum(n for _, _, n, _, _ in parts) <= chunk_bytes
+            staged = 0
+            for t, start, n, offset, to in parts:
+                assert to == staged and n > 0  # packed one after another in the staging buffer
+                staged += n
+                owner = next(e for e in tensors if e[0] is t)
+                assert offset == owner[1] + start and start + n <= t.numel()
+                covered += range(offset, offset + n)
+        assert sorted(covered) == [b for _, begin, end in tensors for b in range(begin, end)]
