@@ -5,7 +5,6 @@ header, the tensors' bytes at their offsets), and, where the safetensors package
 read by its loader and compared byte for byte with the file its writer makes. Most tests save CPU
 tensors, so that they run where there is no GPU; the last ones save CUDA tensors."""
 import json
-import os
 import struct
 
 import pytest
