@@ -238,13 +238,14 @@ def _write(torch, path, header, entries, total, chunk_bytes, staging, threads, s
             pool.shutdown(wait=True, cancel_futures=True)
             for stream in copy_streams.values():
                 stream.synchronize()  # nor a copy into staging memory that goes back to torch
-        sink.commit()
     except BaseException as e:
         sink.abandon()
         if not isinstance(e, Exception):
             raise
         what = f"{path}: save abandoned after {progress.bytes} of {total} bytes were written (the file is as it was): {e}"
         raise (_sluice.IoError if isinstance(e, OSError) else RuntimeError)(what) from e
+    # Its own errors say whether the target was replaced (a directory that failed to sync after the rename).
+    sink.commit()
 
 
 def _submit(pool, sink, progress, offset, address, length, threads, event):
