@@ -15,5 +15,7 @@ void bind_loaders(pybind11::module_& m);
 void bind_prefetcher(pybind11::module_& m);
 // Safetensors headers and file reads into device memory (checkpoint.cpp).
 void bind_checkpoint(pybind11::module_& m);
+// The durable file sink, for checkpoints saved from the GPU (file_sink.cpp).
+void bind_file_sink(pybind11::module_& m);
 
 }  // namespace sluice::python

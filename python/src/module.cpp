@@ -282,4 +282,5 @@ PYBIND11_MODULE(_sluice, m) {
   bind_loaders(m);
   bind_prefetcher(m);
   bind_checkpoint(m);
+  bind_file_sink(m);
 }

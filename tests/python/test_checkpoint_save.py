@@ -1,0 +1,292 @@
+"""sluice.save_file: tensors to a safetensors file through the durable file sink. Each file is
+checked three ways: read back by sluice.load_file (on the host ring executor where there is no
+GPU), parsed here by hand from the format's description (8-byte little-endian header size, JSON
+header, the tensors' bytes at their offsets), and, where the safetensors package is installed,
+read by its loader and compared byte for byte with the file its writer makes. Most tests save CPU
+tensors, so that they run where there is no GPU; the last ones save CUDA tensors."""
+import json
+import struct
+
+import pytest
+
+import sluice
+from conftest import gpu, torch_or_skip
+
+HOST = {"jitter_us": 30}
+MiB = 1 << 20
+# The format's names (https://github.com/huggingface/safetensors), written out here rather than
+# taken from the code under test; dtypes this torch lacks are left out.
+_FORMAT = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "uint16": "U16", "float16": "F16",
+           "bfloat16": "BF16", "int32": "I32", "uint32": "U32", "float32": "F32", "complex64": "C64",
+           "float64": "F64", "int64": "I64", "uint64": "U64", "float8_e5m2": "F8_E5M2", "float8_e4m3fn": "F8_E4M3"}
+# safetensors' writer lays tensors out by dtype size, largest first (its Dtype order), then by name.
+_ORDER = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64",
+          "I64", "U64"]
+
+
+def _raw(torch, t):
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return bytes(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else b""
+
+
+def _tensors(torch, big=False):
+    g = torch.Generator().manual_seed(11)
+    out = {
+        "embed.weight": torch.randn(33, 17, generator=g),
+        "norm": torch.randn(17, generator=g).to(torch.bfloat16),
+        "half": torch.randn(5, 3, generator=g).to(torch.float16),
+        "ids": torch.randint(-(1 << 40), 1 << 40, (7,), generator=g, dtype=torch.int64),
+        "mask": torch.rand(11, generator=g) > 0.5,
+        "bytes": torch.randint(0, 255, (13,), generator=g, dtype=torch.uint8),
+        "small": torch.randint(-100, 100, (3, 3), generator=g, dtype=torch.int8),
+        "scalar": torch.tensor(2.5, dtype=torch.float64),
+        "empty": torch.zeros(0, 4),
+        "i16": torch.randint(-1000, 1000, (9,), generator=g, dtype=torch.int16),
+        "i32": torch.randint(-(1 << 30), 1 << 30, (2, 2, 3), generator=g, dtype=torch.int32),
+        "c64": torch.randn(4, generator=g, dtype=torch.complex64),
+        "Z.upper": torch.randn(3, generator=g),  # sorts before the lower-case names of its dtype
+    }
+    for name in ("uint16", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn"):  # where this torch has them
+        dtype = getattr(torch, name, None)
+        if dtype is not None:
+            out[name] = torch.randint(0, 100, (6,), generator=g, dtype=torch.uint8).view(dtype) \
+                if dtype.itemsize == 1 else torch.randint(0, 100, (6,), generator=g, dtype=torch.int64).to(dtype)
+    if big:  # several chunks of 1 MiB and several write pieces, an odd size
+        out["big"] = torch.randn(5 * 262144 + 3, generator=g)
+    return out
+
+
+def _read_by_hand(torch, path):
+    """(metadata, {name: (format dtype, shape, bytes)}, [names in file order]) from the file's bytes."""
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    assert (8 + n) % 8 == 0, "the data starts 8-byte aligned"
+    text = data[8:8 + n]
+    assert text.rstrip(b" ") == text.rstrip(), "the header is padded with spaces"
+    header = json.loads(text)
+    metadata = header.pop("__metadata__", None)
+    at, tensors = 0, {}
+    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"]):
+        begin, end = e["data_offsets"]
+        assert begin == at, f"{name} starts where the tensor before ends"
+        tensors[name] = (e["dtype"], e["shape"], data[8 + n + begin:8 + n + end])
+        at = end
+    assert 8 + n + at == len(data), "the file ends where the last tensor does"
+    return metadata, tensors, list(tensors)
+
+
+def _check_file(torch, path, want, metadata=None):
+    got_meta, by_hand, order = _read_by_hand(torch, path)
+    assert got_meta == metadata
+    assert set(by_hand) == set(want)
+    for name, t in want.items():
+        dtype, shape, data = by_hand[name]
+        assert dtype == _FORMAT[str(t.dtype).split(".")[1]] and shape == list(t.shape), name
+        assert data == _raw(torch, t), name
+    assert order == sorted(want, key=lambda k: (-_ORDER.index(by_hand[k][0]), k))
+    loaded = sluice.load_file(path, _host_executor=HOST, chunk_mib=1)
+    for name, t in want.items():
+        assert loaded[name].dtype == t.dtype and loaded[name].shape == t.shape, name
+        assert _raw(torch, loaded[name]) == _raw(torch, t), name
+
+
+def _leftovers(directory, keep):
+    return sorted(p.name for p in directory.iterdir() if p.name not in keep)
+
+
+def test_every_dtype_and_shape_is_written_as_the_format_says(tmp_path):
+    torch = torch_or_skip()
+    want = _tensors(torch, big=True)
+    want["param"] = torch.nn.Parameter(torch.randn(3, 2))  # as named_parameters() gives them
+    path = tmp_path / "m.safetensors"
+    assert sluice.save_file(want, path, {"format": "pt", "step": "12"}, chunk_mib=1, threads=3) is None
+    _check_file(torch, path, want, {"format": "pt", "step": "12"})
+    assert sluice.read_header(path)["metadata"] == {"format": "pt", "step": "12"}
+    assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+def test_no_tensors_is_the_empty_header_and_a_target_is_replaced(tmp_path):
+    torch = torch_or_skip()
+    path = tmp_path / "e.safetensors"
+    path.write_bytes(b"an older file, longer than the new one" * 10)
+    sluice.save_file({}, path)
+    assert path.read_bytes() == struct.pack("<Q", 8) + b"{}" + b" " * 6
+    sluice.save_file({"a": torch.ones(2)}, str(path))
+    _check_file(torch, path, {"a": torch.ones(2)})
+
+
+def test_the_formats_own_examples_come_out_byte_for_byte(tmp_path):
+    # The expected files of safetensors' own tests (safetensors/src/tensor.rs: test_serialization,
+    # test_serialization_forced_alignement, test_empty), written out here.
+    torch = torch_or_skip()
+    data = struct.pack("<6f", 0, 1, 2, 3, 4, 5)
+    text = b'{"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}}'
+    sluice.save_file({"attn.0": torch.arange(6, dtype=torch.float32).reshape(1, 2, 3)}, tmp_path / "a")
+    assert (tmp_path / "a").read_bytes() == struct.pack("<Q", 64) + text + data
+    text = b'{"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}}' + b" " * 7
+    sluice.save_file({"attn0": torch.arange(6, dtype=torch.float32).reshape(1, 1, 2, 3)}, tmp_path / "b")
+    assert (tmp_path / "b").read_bytes() == struct.pack("<Q", 72) + text + data
+    sluice.save_file({}, tmp_path / "c", {"framework": "pt"})
+    assert (tmp_path / "c").read_bytes() == struct.pack("<Q", 40) + b'{"__metadata__":{"framework":"pt"}}' + b" " * 5
+
+
+def test_it_writes_the_bytes_safetensors_writes_and_safetensors_reads_them(tmp_path):
+    torch = torch_or_skip()
+    st = pytest.importorskip("safetensors.torch", reason="the safetensors package is not installed")
+    want = _tensors(torch, big=True)
+    # One metadata key: safetensors writes its metadata in hash order.
+    sluice.save_file(want, tmp_path / "ours.safetensors", {"format": "pt"}, chunk_mib=1)
+    st.save_file(want, str(tmp_path / "theirs.safetensors"), metadata={"format": "pt"})
+    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+    loaded = st.load_file(str(tmp_path / "ours.safetensors"))
+    assert set(loaded) == set(want)
+    for name, t in want.items():
+        assert loaded[name].dtype == t.dtype and _raw(torch, loaded[name]) == _raw(torch, t), name
+
+
+def test_bad_input_is_refused_before_the_target_changes(tmp_path):
+    torch = torch_or_skip()
+    path = tmp_path / "kept.safetensors"
+    path.write_bytes(b"the previous checkpoint")
+    base = torch.arange(12, dtype=torch.float32)
+    cases = [
+        ({"a": [1.0, 2.0]}, None, "'a' is a list"),
+        ({"a": base, "b": base[4:8]}, None, "share memory"),
+        ({"a": base.reshape(3, 4).t()}, None, "not contiguous"),
+        ({"a": torch.ones(2, dtype=torch.complex128)}, None, "complex128"),
+        ({"a": base}, {"step": 12}, "metadata"),
+        ({"a": base}, ["step"], "metadata"),
+        ({1: base}, None, "names must be str"),
+        ({"__metadata__": base}, None, "__metadata__"),
+        ([base], None, "dict"),
+    ]
+    for tensors, metadata, match in cases:
+        with pytest.raises(ValueError, match=match):
+            sluice.save_file(tensors, path, metadata)
+        assert path.read_bytes() == b"the previous checkpoint"
+        assert _leftovers(tmp_path, {"kept.safetensors"}) == []
+    with pytest.raises(ValueError, match="chunk_mib"):
+        sluice.save_file({"a": base}, path, chunk_mib=0)
+    # Disjoint slices of one tensor are not shared memory (safetensors takes them too).
+    sluice.save_file({"a": base[:4], "b": base[4:]}, path)
+    _check_file(torch, path, {"a": base[:4], "b": base[4:]})
+
+
+def _failing_sink(after):
+    """A file sink whose writes fail once `after` pieces have been written (the header is one)."""
+    class FailingSink(sluice._sluice._FileSink):
+        def write(self, offset, *data):
+            FailingSink.calls += 1
+            if FailingSink.calls > after:
+                raise sluice.IoError(f"disk full at offset {offset}")
+            super().write(offset, *data)
+    FailingSink.calls = 0
+    return FailingSink
+
+
+def test_a_save_that_fails_midway_leaves_the_old_file_and_says_how_far_it_got(tmp_path, monkeypatch):
+    torch = torch_or_skip()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"the previous checkpoint")
+    monkeypatch.setattr(sluice._sluice, "_FileSink", _failing_sink(after=2))
+    want = {"big": torch.randn(6 * MiB // 4), "more": torch.randn(6 * MiB // 4)}
+    with pytest.raises(sluice.IoError, match=r"m\.safetensors.*after \d+ of \d+ bytes.*disk full") as caught:
+        sluice.save_file(want, path, threads=1)
+    assert "as it was" in str(caught.value)
+    assert path.read_bytes() == b"the previous checkpoint"
+    assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+def test_a_background_save_writes_the_tensors_as_they_were_at_the_call(tmp_path):
+    torch = torch_or_skip()
+    want = _tensors(torch, big=True)
+    want["param"] = torch.nn.Parameter(torch.randn(3, 2))
+    before = {name: t.detach().clone() for name, t in want.items()}
+    handle = sluice.save_file(want, tmp_path / "b.safetensors", {"k": "v"}, background=True, chunk_mib=1)
+    with torch.no_grad():
+        for t in want.values():  # training goes on and changes the weights at once
+            if t.numel():
+                t.reshape(-1).view(torch.uint8).fill_(0x5A)
+    assert handle.wait() is True
+    assert handle.done()
+    _check_file(torch, tmp_path / "b.safetensors", before, {"k": "v"})
+
+
+def test_a_background_save_that_fails_raises_from_wait(tmp_path, monkeypatch):
+    torch = torch_or_skip()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"the previous checkpoint")
+    monkeypatch.setattr(sluice._sluice, "_FileSink", _failing_sink(after=1))
+    handle = sluice.save_file({"a": torch.ones(1000)}, path, background=True)
+    with pytest.raises(sluice.IoError, match=r"m\.safetensors.*disk full"):
+        handle.wait()
+    assert handle.done()
+    assert path.read_bytes() == b"the previous checkpoint"
+    assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+@gpu
+def test_cuda_tensors_are_saved_bitwise_in_several_chunks(tmp_path):
+    torch = torch_or_skip()
+    want = _tensors(torch, big=True)
+    on_gpu = {name: t.cuda() if i % 3 else t for i, (name, t) in enumerate(want.items())}  # some stay on the host
+    on_gpu["large"] = torch.randn(3 * MiB + 7, device="cuda")
+    on_gpu["large"].mul_(3)  # queued on torch's current stream, not synchronized: the save waits for it
+    path = tmp_path / "g.safetensors"
+    sluice.save_file(on_gpu, path, {"k": "v"}, chunk_mib=1, staging=2, threads=3)
+    _check_file(torch, path, {name: t.cpu() for name, t in on_gpu.items()}, {"k": "v"})
+    got = sluice.load_file(path, chunk_mib=1)
+    for name, t in on_gpu.items():
+        assert got[name].is_cuda and got[name].dtype == t.dtype and _raw(torch, got[name]) == _raw(torch, t), name
+    st = pytest.importorskip("safetensors.torch", reason="the safetensors package is not installed")
+    st.save_file(on_gpu, str(tmp_path / "theirs.safetensors"), metadata={"k": "v"})
+    assert path.read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+
+
+@gpu
+def test_a_background_save_of_cuda_tensors_keeps_its_snapshot_while_training_changes_them(tmp_path):
+    torch = torch_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(3)
+    weights = {f"layer{i}.weight": torch.randn(2 * MiB + i, generator=g, device="cuda") for i in range(4)}
+    weights["ids"] = torch.arange(1000, device="cuda")
+    for w in weights.values():
+        w.add_(1)  # queued, not synchronized: the snapshot must see it
+    expect = {name: w.clone() for name, w in weights.items()}
+    handle = sluice.save_file(weights, tmp_path / "s.safetensors", background=True, chunk_mib=1)
+    for _ in range(20):  # in-place changes on the current stream right after the call
+        for w in weights.values():
+            if w.is_floating_point():
+                w.mul_(2)
+            else:
+                w.add_(7)
+    handle.wait()
+    torch.cuda.synchronize()
+    got = sluice.load_file(tmp_path / "s.safetensors")
+    for name, w in expect.items():
+        assert torch.equal(got[name], w), name
+    assert not torch.equal(got["layer0.weight"], weights["layer0.weight"])
+    _, by_hand, _ = _read_by_hand(torch, tmp_path / "s.safetensors")
+    assert by_hand["ids"][2] == _raw(torch, expect["ids"])
+
+
+def test_the_device_bytes_are_cut_into_chunks_that_cover_each_byte_once():
+    # The staged path itself runs only on a GPU (below); how it cuts the bytes is checked here.
+    torch = torch_or_skip()
+    from sluice.checkpoint_save import _chunks
+    sizes = [5, 4096, 1, 3 * 1000 + 1, 0, 2048]
+    tensors, at = [], 100
+    for n in sizes:
+        tensors.append((torch.zeros(n, dtype=torch.uint8), at, at + n))
+        at += n + 3  # a CPU tensor of 3 bytes between each
+    for chunk_bytes in (1, 7, 1000, 1 << 20):
+        covered = []
+        for _, parts in _chunks([e for e in tensors if e[2] > e[1]], chunk_bytes):
+            assert 0 < sum(n for _, _, n, _, _ in parts) <= chunk_bytes
+            staged = 0
+            for t, start, n, offset, to in parts:
+                assert to == staged and n > 0  # packed one after another in the staging buffer
+                staged += n
+                owner = next(e for e in tensors if e[0] is t)
+                assert offset == owner[1] + start and start + n <= t.numel()
+                covered += range(offset, offset + n)
+        assert sorted(covered) == [b for _, begin, end in tensors for b in range(begin, end)]
