@@ -22,14 +22,14 @@ _DIRECT_BELOW = 0.5
 
 
 def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _host_executor=None):
-    """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in name order.
+    """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in file order.
 
         state = sluice.load_file("model.safetensors")            # torch's current CUDA device
         model.load_state_dict(state)
 
     The same as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and bytes as
-    stored, each tensor in memory of its own, names in order as its keys() gives them - at the
-    link's speed: staging threads read the file
+    stored, each tensor in memory of its own, in the order the file holds them - at the link's
+    speed: staging threads read the file
     in chunks (pread, in parallel pieces) into page-locked slots that are reused, while a copy
     stream carries the chunk before to the tensors; the file crosses host memory once. With
     direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
@@ -84,7 +84,7 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _h
     options = _host_executor or {}
     _sluice._read_file_ranges(path, ranges, index, stream, chunk_bytes=int(chunk_mib) << 20, threads=threads,
                               direct=bool(direct), jitter_us=options.get("jitter_us", 0))
-    return {name: tensors[name] for name in sorted(tensors)}
+    return tensors
 
 
 def read_header(path):
