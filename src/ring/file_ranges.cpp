@@ -22,13 +22,15 @@ namespace sluice::ring {
 namespace {
 
 constexpr std::uint64_t page = 4096;
-// A chunk's pieces: one for each staging thread, a multiple of the page (so
-// that O_DIRECT takes them). The chunk waits for its last piece, so pieces
-// of a fixed size would leave threads idle: 32 MiB in 1 MiB pieces on 14
-// threads is 3 rounds for some and 2 for others (0.74 of the link on an H100).
+// A chunk's pieces: about four for each staging thread, a multiple of the
+// page (so that O_DIRECT takes them). The chunk waits for its last piece:
+// threads that finish early take more, so that one slowed (a page-cache lock,
+// a preempted thread) does not hold up the chunk, as fixed 1 MiB pieces
+// would not spread a chunk evenly either (32 of them on 14 threads).
 std::size_t piece_for(std::size_t read, unsigned threads) {
-  const std::size_t even = (read + threads - 1) / threads;
-  return std::max<std::size_t>(page, (even + page - 1) / page * page);
+  constexpr std::size_t least = std::size_t{256} << 10;
+  const std::size_t quarter = (read + 4 * threads - 1) / (4 * threads);
+  return std::max(least, (quarter + page - 1) / page * page);
 }
 
 // Ranges closer than this in the file share a chunk (the bytes between are read too):
