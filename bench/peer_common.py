@@ -6,18 +6,25 @@ import json
 import time
 
 
-def torch_or_skip(out_path):
-    """torch, or None after writing {"skipped": reason} to out_path."""
+def cuda_torch():
+    """(torch, None), or (None, why not): no torch, no numpy, or no GPU."""
     try:
         import numpy  # noqa: F401  (the peers need it too)
         import torch
         if not torch.cuda.is_available():
             raise RuntimeError("PyTorch sees no CUDA device")
-        return torch
-    except Exception as e:  # no torch, no numpy, or no GPU: the bench goes on without this peer
+        return torch, None
+    except Exception as e:  # noqa: BLE001 - the caller says why it did not run
+        return None, str(e)
+
+
+def torch_or_skip(out_path):
+    """torch, or None after writing {"skipped": reason} to out_path (the bench goes on without this peer)."""
+    torch, why = cuda_torch()
+    if torch is None:
         with open(out_path, "w") as f:
-            json.dump({"skipped": str(e)}, f)
-        return None
+            json.dump({"skipped": why}, f)
+    return torch
 
 
 def sleep_cycles_per_ms(torch):

@@ -24,6 +24,8 @@ import statistics
 import threading
 import time
 
+from peer_common import cuda_torch
+
 MiB = 1 << 20
 GB = 1e9
 
@@ -34,12 +36,9 @@ def main():
     p.add_argument("--dir", default=".", help="where the files are written (and removed)")
     p.add_argument("--out", default=None, help="the rows as JSON")
     a = p.parse_args()
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            raise RuntimeError("PyTorch sees no CUDA device")
-    except Exception as e:  # noqa: BLE001 - the bench says why it did not run
-        print(f"skipped: {e}")
+    torch, why = cuda_torch()
+    if torch is None:
+        print(f"skipped: {why}")
         return 0
     import sluice
     torch.manual_seed(0)

@@ -24,6 +24,8 @@ import statistics
 import sys
 import time
 
+from peer_common import cuda_torch
+
 MB = 1e6
 ALIGN = 256
 
@@ -35,12 +37,9 @@ def main():
     p.add_argument("--out", default=None)
     p.add_argument("--workloads", default="A,B")
     a = p.parse_args()
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            raise RuntimeError("PyTorch sees no CUDA device")
-    except Exception as e:  # noqa: BLE001 - the bench says why it did not run
-        print(f"skipped: {e}")
+    torch, why = cuda_torch()
+    if torch is None:
+        print(f"skipped: {why}")
         return 0
     import sluice
     repeats = 3 if a.quick else a.repeats

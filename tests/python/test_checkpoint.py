@@ -10,25 +10,18 @@ import pytest
 
 import sluice
 from conftest import gpu, torch_or_skip
+from safetensors_cases import format_name
+from safetensors_cases import raw_bytes as _raw_bytes
+from safetensors_cases import sample_tensors as _tensors
 
 HOST = {"jitter_us": 30}
-
-_NAMES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "float16": "F16", "bfloat16": "BF16",
-          "int32": "I32", "float32": "F32", "float64": "F64", "int64": "I64", "complex64": "C64"}
-
-
-def _raw_bytes(torch, t):
-    """A tensor's bytes as stored: little-endian, row-major."""
-    flat = t.contiguous().reshape(-1)
-    return bytes(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else b""
-
 
 def _write(path, torch, tensors, metadata=None, pad_to=8, header=None):
     """A safetensors file of `tensors` in dict order; `header` replaces the computed JSON."""
     entries, blobs, at = {}, [], 0
     for name, t in tensors.items():
         data = _raw_bytes(torch, t.cpu())
-        entries[name] = {"dtype": _NAMES[str(t.dtype).split(".")[1]], "shape": list(t.shape),
+        entries[name] = {"dtype": format_name(t), "shape": list(t.shape),
                          "data_offsets": [at, at + len(data)]}
         blobs.append(data)
         at += len(data)
@@ -38,26 +31,6 @@ def _write(path, torch, tensors, metadata=None, pad_to=8, header=None):
     text += b" " * (-(8 + len(text)) % pad_to)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def _tensors(torch, big=False):
-    g = torch.Generator().manual_seed(7)
-    out = {
-        "embed.weight": torch.randn(33, 17, generator=g),
-        "norm": torch.randn(17, generator=g).to(torch.bfloat16),
-        "half": torch.randn(5, 3, generator=g).to(torch.float16),
-        "ids": torch.randint(-(1 << 40), 1 << 40, (7,), generator=g, dtype=torch.int64),
-        "mask": torch.rand(11, generator=g) > 0.5,
-        "bytes": torch.randint(0, 255, (13,), generator=g, dtype=torch.uint8),
-        "small": torch.randint(-100, 100, (3, 3), generator=g, dtype=torch.int8),
-        "scalar": torch.tensor(2.5, dtype=torch.float64),
-        "empty": torch.zeros(0, 4),
-        "i16": torch.randint(-1000, 1000, (9,), generator=g, dtype=torch.int16),
-        "c64": torch.randn(4, generator=g, dtype=torch.complex64),
-    }
-    if big:  # several chunks of 1 MiB, an odd size
-        out["big"] = torch.randn(3 * 262144 + 5, generator=g)
-    return out
 
 
 def _check_same(torch, got, want):

@@ -11,49 +11,15 @@ import pytest
 
 import sluice
 from conftest import gpu, torch_or_skip
+from safetensors_cases import FORMAT_NAMES as _FORMAT
+from safetensors_cases import raw_bytes as _raw
+from safetensors_cases import sample_tensors as _tensors
 
 HOST = {"jitter_us": 30}
 MiB = 1 << 20
-# The format's names (https://github.com/huggingface/safetensors), written out here rather than
-# taken from the code under test; dtypes this torch lacks are left out.
-_FORMAT = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "uint16": "U16", "float16": "F16",
-           "bfloat16": "BF16", "int32": "I32", "uint32": "U32", "float32": "F32", "complex64": "C64",
-           "float64": "F64", "int64": "I64", "uint64": "U64", "float8_e5m2": "F8_E5M2", "float8_e4m3fn": "F8_E4M3"}
 # safetensors' writer lays tensors out by dtype size, largest first (its Dtype order), then by name.
 _ORDER = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64",
           "I64", "U64"]
-
-
-def _raw(torch, t):
-    flat = t.detach().cpu().contiguous().reshape(-1)
-    return bytes(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else b""
-
-
-def _tensors(torch, big=False):
-    g = torch.Generator().manual_seed(11)
-    out = {
-        "embed.weight": torch.randn(33, 17, generator=g),
-        "norm": torch.randn(17, generator=g).to(torch.bfloat16),
-        "half": torch.randn(5, 3, generator=g).to(torch.float16),
-        "ids": torch.randint(-(1 << 40), 1 << 40, (7,), generator=g, dtype=torch.int64),
-        "mask": torch.rand(11, generator=g) > 0.5,
-        "bytes": torch.randint(0, 255, (13,), generator=g, dtype=torch.uint8),
-        "small": torch.randint(-100, 100, (3, 3), generator=g, dtype=torch.int8),
-        "scalar": torch.tensor(2.5, dtype=torch.float64),
-        "empty": torch.zeros(0, 4),
-        "i16": torch.randint(-1000, 1000, (9,), generator=g, dtype=torch.int16),
-        "i32": torch.randint(-(1 << 30), 1 << 30, (2, 2, 3), generator=g, dtype=torch.int32),
-        "c64": torch.randn(4, generator=g, dtype=torch.complex64),
-        "Z.upper": torch.randn(3, generator=g),  # sorts before the lower-case names of its dtype
-    }
-    for name in ("uint16", "uint32", "uint64", "float8_e5m2", "float8_e4m3fn"):  # where this torch has them
-        dtype = getattr(torch, name, None)
-        if dtype is not None:
-            out[name] = torch.randint(0, 100, (6,), generator=g, dtype=torch.uint8).view(dtype) \
-                if dtype.itemsize == 1 else torch.randint(0, 100, (6,), generator=g, dtype=torch.int64).to(dtype)
-    if big:  # several chunks of 1 MiB and several write pieces, an odd size
-        out["big"] = torch.randn(5 * 262144 + 3, generator=g)
-    return out
 
 
 def _read_by_hand(torch, path):
