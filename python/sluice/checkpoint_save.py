@@ -136,7 +136,9 @@ def _plan(torch, tensors, metadata, path):
             raise ValueError(f"{path}: '{name}' is on {t.device}; save_file saves CPU and CUDA tensors")
         if not t.is_contiguous():
             raise ValueError(f"{path}: '{name}' is not contiguous: save t.contiguous() (safetensors refuses it too)")
-        rows.append((name, t.detach(), names[t.dtype]))  # a snapshot of a parameter needs no autograd
+        # A snapshot of a parameter needs no autograd; a conjugate or negative view (t.conj()) is
+        # contiguous but its memory holds the values unconjugated: resolved, as a copy, first.
+        rows.append((name, t.detach().resolve_conj().resolve_neg(), names[t.dtype]))
     _refuse_shared(rows, path)
     if metadata is not None:
         if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):

@@ -262,7 +262,9 @@ class _Ring:
     p holds block (first + p) % n. Put and taken on the forward's thread (no Python thread of its own)."""
 
     def __init__(self, owner, first):
-        self.owner = owner
+        # Not the owner itself: the owner's exit-time finalizer reaches this ring, and a ring that
+        # held its owner would keep it (its page-locked weights, the device slots) alive for good.
+        self.owner = weakref.proxy(owner)
         self.torch = owner._torch
         self.n = len(owner._blocks)
         self.first = first

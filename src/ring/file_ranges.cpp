@@ -65,6 +65,10 @@ class ChunkedFile {
     if (o.chunk_bytes < page || o.chunk_bytes % page != 0)
       throw std::invalid_argument(fmt::format("file read: chunk_bytes ({}) must be a positive multiple of 4096", o.chunk_bytes));
     if (o.staging == 0 || o.ahead == 0) throw std::invalid_argument("file read: staging and ahead must be at least 1");
+    // The ring's device slots are ahead + 1 (it holds one chunk); a staging slot feeds one at a time.
+    if (o.staging > o.ahead + 1)
+      throw std::invalid_argument(fmt::format("file read: {} staging slots need ahead of at least {} (it is {})", o.staging,
+                                              o.staging - 1, o.ahead));
     detail::DescriptorGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) throw IoError(name_, 0, "cannot open for reading: " + detail::errno_text(errno));
     const std::uint64_t size = detail::file_size(fd.get(), name_);

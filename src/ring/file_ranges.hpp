@@ -26,7 +26,7 @@ struct FileRange {
 
 struct FileReadOptions {
   std::size_t chunk_bytes = std::size_t{32} << 20;  // bytes a staging slot holds; a multiple of 4096
-  std::size_t staging = 3;  // staging slots: reads fill one while the copy lane reads another
+  std::size_t staging = 3;  // staging slots: reads fill one while the copy lane reads another; at most ahead + 1
   std::size_t ahead = 2;    // chunks read beyond the one the consumer's lane last took
   unsigned threads = 0;     // staging threads reading each chunk in parallel pieces; 0: StagingPool's default
   // O_DIRECT where the file system takes it: reads skip the page cache (for a file that is

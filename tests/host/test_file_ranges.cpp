@@ -3,8 +3,11 @@
 // chunk size and alignment, under jitter; bad input is refused before a byte
 // is written; a read that fails names how far the run got and leaves
 // nothing running. Host-only: this is how CI tests the checkpoint loader's engine.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <stdexcept>
@@ -96,15 +99,27 @@ TEST(FileRanges, RangesEndToEndShareChunksAndEachLandsInItsOwnMemory) {
   for (std::size_t r = 0; r < ranges.size(); ++r) EXPECT_EQ(wrong(to[r], ranges[r].offset), 0u) << "range " << r;
 }
 
+// Chunks of 1 MiB cut into pieces for 3 threads, from an unaligned offset to an unaligned end:
+// O_DIRECT reads the aligned pieces where the file system takes it (tmpfs does not), the cache the rest.
 TEST(FileRanges, DirectReadsWhereTheFileSystemTakesThemGiveTheSameBytes) {
   ScratchDir dir;
-  const std::size_t file_bytes = 5 * 4096 + 100;
+  const std::size_t file_bytes = (std::size_t{5} << 20) + 100;
   const auto path = write_file(dir, file_bytes);
   std::vector<std::byte> to(file_bytes - 4096 - 1, poison);
   const FileRange range{4097, to.size(), to.data()};
-  HostRingExecutor executor;
-  read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = 8192, .direct = true});
-  EXPECT_EQ(wrong(to, 4097), 0u);
+  // Whether the file system takes O_DIRECT, asked of it directly.
+  const int probe = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  const bool takes_direct = probe >= 0;
+  if (probe >= 0) ::close(probe);
+  for (const bool direct : {true, false}) {
+    std::fill(to.begin(), to.end(), poison);
+    HostRingExecutor executor({.jitter_us = 50, .seed = 4});
+    const FileReadReport report =
+        read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = std::size_t{1} << 20, .threads = 3, .direct = direct});
+    EXPECT_EQ(report.direct, direct && takes_direct);
+    EXPECT_EQ(report.chunks, 5u);  // from the page under 4097, 1 MiB each, past the end
+    EXPECT_EQ(wrong(to, 4097), 0u) << (direct ? "O_DIRECT asked" : "cached");
+  }
 }
 
 TEST(FileRanges, ReadsAloneForTheBoundCoverEveryChunk) {
@@ -146,6 +161,7 @@ TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
   EXPECT_THROW(read({0, 10, to.data()}, {.chunk_bytes = 5000}), std::invalid_argument);
   EXPECT_THROW(read({0, 10, to.data()}, {.chunk_bytes = 0}), std::invalid_argument);
   EXPECT_THROW(read({0, 10, to.data()}, {.staging = 0}), std::invalid_argument);
+  EXPECT_THROW(read({0, 10, to.data()}, {.staging = 4, .ahead = 2}), std::invalid_argument);  // 3 device slots
   EXPECT_THROW(read({0, 10, to.data()}, {}, dir / "missing.bin"), IoError);
   for (std::byte b : to) ASSERT_EQ(b, poison);
 }

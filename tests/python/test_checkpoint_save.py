@@ -163,6 +163,20 @@ def test_a_save_that_fails_midway_leaves_the_old_file_and_says_how_far_it_got(tm
     assert _leftovers(tmp_path, {"m.safetensors"}) == []
 
 
+def test_a_conjugate_view_is_saved_with_its_values(tmp_path):
+    # t.conj() is contiguous, but its memory holds the values unconjugated.
+    torch = torch_or_skip()
+    a = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    for background in (False, True):
+        out = sluice.save_file({"c": a.conj(), "n": torch.tensor([1.0, -2.0])._neg_view()}, tmp_path / "c.safetensors",
+                               background=background)
+        if background:
+            out.wait()
+        got = sluice.load_file(tmp_path / "c.safetensors", _host_executor=HOST)
+        assert got["c"].tolist() == [1 - 2j, 3 + 4j]
+        assert got["n"].tolist() == [-1.0, 2.0]
+
+
 def test_a_background_save_writes_the_tensors_as_they_were_at_the_call(tmp_path):
     torch = torch_or_skip()
     want = _tensors(torch, big=True)

@@ -1,8 +1,10 @@
 """sluice.StreamedLayers: a model's blocks with their weights streamed in. Most tests run the ring on its
 host executor (_host_executor), where the weights arrive as CPU tensors and the blocks run the same CPU
 kernels as the plain model, so outputs compare bitwise; the last ones run on the GPU."""
+import gc
 import threading
 import warnings
+import weakref
 
 import pytest
 
@@ -145,6 +147,20 @@ def test_a_weight_kept_past_its_block_keeps_its_values():
             _run(blocks, torch.zeros(1))
     assert [float(t[0, 0]) for t in kept] == [1.0] * 4  # not overwritten by the blocks copied after it
     streamed.remove()
+
+
+def test_a_streamed_model_let_go_is_collected_and_its_ring_stopped():
+    # The exit-time finalizer reaches the ring; a ring that held its owner kept it (its
+    # page-locked weights and device slots) until the process ended.
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    streamed = sluice.StreamedLayers(blocks, _host_executor=HOST)
+    with torch.no_grad():
+        _run(blocks, torch.randn(2, 32))
+    gone = weakref.ref(streamed)
+    del streamed, blocks
+    gc.collect()
+    assert gone() is None
 
 
 def test_the_budget_picks_ahead_and_the_device_bytes():
