@@ -27,9 +27,9 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _h
         state = sluice.load_file("model.safetensors")            # torch's current CUDA device
         model.load_state_dict(state)
 
-    The same as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and bytes as
-    stored, each tensor in memory of its own, in the order the file holds them - at the link's
-    speed: staging threads read the file
+    The same tensors as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and
+    bytes as stored, each tensor in memory of its own, in the order the file holds them - at the
+    link's speed: staging threads read the file
     in chunks (pread, in parallel pieces) into page-locked slots that are reused, while a copy
     stream carries the chunk before to the tensors; the file crosses host memory once. With
     direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster

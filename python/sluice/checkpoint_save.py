@@ -90,7 +90,7 @@ def save_file(tensors, path, metadata=None, *, background=False, chunk_mib=64, s
     and metadata that is not str -> str.
 
     background=False returns once the file is in place; it needs no device memory beyond torch's
-    and 3 x chunk_mib of page-locked host memory. background=True returns a SaveHandle at once,
+    and `staging` x chunk_mib of page-locked host memory. background=True returns a SaveHandle at once,
     with a snapshot of the tensors taken: each CUDA tensor is cloned on the device on a side
     stream that waits for torch's current stream, and torch's current stream waits for the clones
     before it runs anything queued after this call, so the host never blocks and training may
