@@ -58,6 +58,13 @@ std::size_t StagingPool::piece_bytes_for(std::size_t bytes) const {
   return std::clamp((even + page - 1) / page * page, min_piece_bytes, default_piece_bytes);
 }
 
+std::size_t StagingPool::balanced_piece_bytes(std::size_t bytes) const {
+  constexpr std::size_t page = 4096, least = std::size_t{256} << 10;
+  const std::size_t quarters = 4 * std::max<std::size_t>(1, threads_.size());
+  const std::size_t quarter = (bytes + quarters - 1) / quarters;
+  return std::max(least, (quarter + page - 1) / page * page);
+}
+
 StagingPool::Ticket StagingPool::submit(std::size_t bytes, std::size_t piece_bytes, PieceFn piece, Priority priority) {
   if (piece_bytes == 0) throw std::invalid_argument("staging pool: piece size must be at least 1 byte");
   auto job = std::make_shared<Job>();

@@ -76,6 +76,14 @@ class StagingPool {
   // of 14 threads busy (a staged copy of 256 MiB in 2 MiB chunks took 16.5
   // ms that way on the H200's host, 7.5 ms in 8 MiB chunks).
   std::size_t piece_bytes_for(std::size_t bytes) const;
+  // Pieces for a job that must end as early as its slowest thread allows
+  // (a batch, a chunk of a file): about four a thread, whole pages (so that
+  // O_DIRECT takes them), at least 256 KiB. Threads that finish early take
+  // more, so that one slowed (page faults on a DataLoader's fresh shared
+  // memory, a page-cache lock, preemption) does not hold up the job, as
+  // pieces of a fixed size would not spread it evenly (32 MiB in 1 MiB pieces
+  // on 14 threads is 3 rounds for some, 2 for others).
+  std::size_t balanced_piece_bytes(std::size_t bytes) const;
 
  private:
   void worker();

@@ -13,15 +13,6 @@ namespace {
 // threads' hand-off would cost more than the copy.
 constexpr std::size_t small_batch = std::size_t{256} << 10;
 
-// About four pieces per staging thread: threads that finish early take more,
-// so that one slowed by page faults (a DataLoader's batch arrives in shared
-// memory this process has not touched yet) does not hold up the batch.
-std::size_t piece_for(std::size_t bytes, unsigned threads) {
-  constexpr std::size_t page = 4096, least = std::size_t{256} << 10;
-  const std::size_t quarter = (bytes + 4 * threads - 1) / (4 * threads);
-  return std::max(least, (quarter + page - 1) / page * page);
-}
-
 // The pageable pieces, end to end: [k] is where piece k starts in that run.
 struct PageableRun {
   std::vector<std::size_t> piece;  // indices into the batch's pieces
@@ -113,7 +104,7 @@ std::size_t BatchPrefetcher::put(std::span<const HostPiece> pieces) {
       if (run.bytes < small_batch)
         copy_range(0, run.bytes);
       else
-        staging_.run(run.bytes, piece_for(run.bytes, staging_.thread_count()), copy_range);
+        staging_.run(run.bytes, staging_.balanced_piece_bytes(run.bytes), copy_range);
     };
   }
   // The offsets are known before the consumer can take the position.

@@ -22,16 +22,6 @@ namespace sluice::ring {
 namespace {
 
 constexpr std::uint64_t page = 4096;
-// A chunk's pieces: about four for each staging thread, a multiple of the
-// page (so that O_DIRECT takes them). The chunk waits for its last piece:
-// threads that finish early take more, so that one slowed (a page-cache lock,
-// a preempted thread) does not hold up the chunk, as fixed 1 MiB pieces
-// would not spread a chunk evenly either (32 of them on 14 threads).
-std::size_t piece_for(std::size_t read, unsigned threads) {
-  constexpr std::size_t least = std::size_t{256} << 10;
-  const std::size_t quarter = (read + 4 * threads - 1) / (4 * threads);
-  return std::max(least, (quarter + page - 1) / page * page);
-}
 
 // Ranges closer than this in the file share a chunk (the bytes between are read too):
 // a checkpoint's tensors lie end to end, and a chunk per small tensor would cost a
@@ -93,9 +83,9 @@ class ChunkedFile {
   bool direct() const { return direct_fd_ >= 0; }
   const std::string& name() const { return name_; }
 
-  // The chunk's file bytes into `slot`, in pieces on the staging threads.
+  // The chunk's file bytes into `slot`, in pieces on the staging threads (whole pages, for O_DIRECT).
   void read(const Chunk& c, std::byte* slot, StagingPool& pool) const {
-    pool.run(c.read, piece_for(c.read, pool.thread_count()),
+    pool.run(c.read, pool.balanced_piece_bytes(c.read),
              [&](std::size_t offset, std::size_t length) { read_piece_at(c.start + offset, slot + offset, length); });
   }
 

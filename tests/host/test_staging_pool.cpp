@@ -143,6 +143,19 @@ TEST(StagingPool, PiecesSpreadAChunkOverEveryThread) {
   EXPECT_EQ(one.piece_bytes_for(8 * MiB), sluice::StagingPool::default_piece_bytes);
 }
 
+TEST(StagingPool, BalancedPiecesAreAboutFourAThreadInWholePages) {
+  sluice::StagingPool pool(14);
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  // 32 MiB over 56 quarters: 585.1 KiB each, rounded up to whole pages; 56 pieces.
+  EXPECT_EQ(pool.balanced_piece_bytes(32 * MiB), 588 * KiB);
+  EXPECT_EQ((32 * MiB + 588 * KiB - 1) / (588 * KiB), 56u);
+  EXPECT_EQ(pool.balanced_piece_bytes(1 * MiB), 256 * KiB);  // small jobs: not below 256 KiB
+  EXPECT_EQ(pool.balanced_piece_bytes(0), 256 * KiB);
+  sluice::StagingPool one(1);
+  EXPECT_EQ(one.balanced_piece_bytes(8 * MiB), 2 * MiB);
+  EXPECT_EQ(one.balanced_piece_bytes(8 * MiB + 1) % 4096, 0u);
+}
+
 TEST(StagingPool, ThreadCount) {
   EXPECT_EQ(StagingPool(1).thread_count(), 1u);
   EXPECT_EQ(StagingPool(5).thread_count(), 5u);
