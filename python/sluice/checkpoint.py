@@ -6,6 +6,7 @@ import os
 
 from . import _sluice
 from ._arrays import torch_or_none
+from ._devices import cuda_index
 
 # The format's dtype names and torch's (safetensors.torch uses the same pairs). F4 and F6 pack
 # elements below a byte, which no torch dtype here holds one to an element.
@@ -62,9 +63,7 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _h
         target = torch.device(device if not isinstance(device, int) else ("cuda", device))
         if target.type != "cuda":
             raise ValueError(f"load_file reads onto a CUDA device, not '{target}' (safetensors.torch.load_file reads into host memory)")
-        if _sluice.device_count() == 0:
-            raise RuntimeError(f"no CUDA device: {_sluice.unavailable_reason()}")
-        index = torch.cuda.current_device() if target.index is None else target.index
+        index = cuda_index(torch, target)
         target = torch.device("cuda", index)
     tensors, ranges = {}, []
     for name, _, shape, begin, end in header["tensors"]:  # in file order: the reads go front to back

@@ -9,6 +9,7 @@ import weakref
 
 from . import _sluice
 from ._arrays import torch_or_none
+from ._devices import cuda_index
 from ._batch_tree import flatten, rebuild
 
 # How long stopping waits for the inner iterable to hand over the batch it is making.
@@ -61,10 +62,7 @@ class Prefetcher:
         if _host_executor is not None:
             self._device = -1
         else:
-            if _sluice.device_count() == 0:
-                raise RuntimeError(f"no CUDA device: {_sluice.unavailable_reason()}")
-            index = device if isinstance(device, int) else None if device is None else self._torch.device(device).index
-            self._device = self._torch.cuda.current_device() if index is None else index
+            self._device = cuda_index(self._torch, device)
         self._state = None
         self._pass = None
 

@@ -9,6 +9,7 @@ import weakref
 
 from . import _sluice
 from ._arrays import torch_or_none
+from ._devices import cuda_index
 
 # The ring's positions the forward holds: the block running now. Taking the next block's weights
 # releases the last block's slot (on torch's stream, after its kernels): a slot fewer than a
@@ -87,10 +88,7 @@ class StreamedLayers:
         if _host_executor is not None:
             self._device = -1
         else:
-            if _sluice.device_count() == 0:
-                raise RuntimeError(f"no CUDA device: {_sluice.unavailable_reason()}")
-            index = device if isinstance(device, int) else None if device is None else torch.device(device).index
-            self._device = torch.cuda.current_device() if index is None else index
+            self._device = cuda_index(torch, device)
         self._slot_bytes = max(_block_bytes(params) for params in self._params)
         self._ahead = self._choose_ahead(budget_bytes, ahead)
 
