@@ -15,17 +15,12 @@ from ._devices import cuda_index
 # releases the last block's slot (on torch's stream, after its kernels): a slot fewer than a
 # Prefetcher, whose loop may still hold the batch before.
 _HELD = 1
-# Where the ring lays each tensor of a block (sluice::ring::lay_out's align).
-_ALIGN = 256
 _MOST_AHEAD = 30
 
 
 def _block_bytes(tensors):
     """A block's bytes on the device, laid out as the ring lays them (each tensor at an aligned offset)."""
-    end = 0
-    for t in tensors:
-        end = (end + _ALIGN - 1) // _ALIGN * _ALIGN + t.numel() * t.element_size()
-    return max(end, 1)
+    return _sluice._batch_bytes([t.numel() * t.element_size() for t in tensors])
 
 
 class StreamedLayers:

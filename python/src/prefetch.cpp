@@ -310,6 +310,13 @@ void bind_prefetcher(py::module_& m) {
     d["reserved_high"] = get(cudaMemPoolAttrReservedMemHigh);
     return d;
   }, py::arg("device"), py::arg("reset") = false);
+  // The bytes of the block the prefetcher lays a batch of pieces of these sizes out in (lay_out,
+  // at the prefetcher's alignment): a device slot's size, for callers that budget slots.
+  m.def("_batch_bytes", [](const std::vector<std::size_t>& sizes) {
+    std::vector<ring::HostPiece> pieces;
+    for (std::size_t bytes : sizes) pieces.push_back({nullptr, bytes, false});
+    return ring::lay_out(pieces, ring::PrefetchOptions{}.align).bytes;
+  }, py::arg("sizes"));
   m.def("_engine_rates", [](int device, unsigned threads) {
     py::gil_scoped_release release;
     StagingPool pool(threads);
