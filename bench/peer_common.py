@@ -27,6 +27,20 @@ def torch_or_skip(out_path):
     return torch
 
 
+def pinned_copy_gbps(torch, host, on_device, to_device, repeats):
+    """The best of `repeats` copies between a page-locked host tensor and a device tensor of its
+    size (H2D with to_device, else D2H), timed with events: the link at its best, in GB/s."""
+    best = 0.0
+    for _ in range(repeats):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        (on_device.copy_(host, non_blocking=True) if to_device else host.copy_(on_device, non_blocking=True))
+        stop.record()
+        stop.synchronize()
+        best = max(best, host.numel() * host.element_size() / 1e9 / (start.elapsed_time(stop) / 1e3))
+    return best
+
+
 def sleep_cycles_per_ms(torch):
     """Cycles of torch.cuda._sleep per ms, measured with events once the clocks are up."""
     for _ in range(20):

@@ -24,7 +24,7 @@ import statistics
 import threading
 import time
 
-from peer_common import cuda_torch
+from peer_common import cuda_torch, pinned_copy_gbps
 
 MiB = 1 << 20
 GB = 1e9
@@ -64,15 +64,7 @@ def d2h_gbps(torch):
     """The best of 5 pinned D2H copies of 256 MiB."""
     on = torch.empty(256 * MiB, dtype=torch.uint8, device="cuda")
     host = torch.empty(256 * MiB, dtype=torch.uint8, pin_memory=True)
-    best = 0.0
-    for _ in range(5):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        host.copy_(on, non_blocking=True)
-        stop.record()
-        stop.synchronize()
-        best = max(best, host.numel() / GB / (start.elapsed_time(stop) / 1e3))
-    return best, host
+    return pinned_copy_gbps(torch, host, on, to_device=False, repeats=5), host
 
 
 def write_gbps(path, total, pinned, piece=64 * MiB):

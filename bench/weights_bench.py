@@ -24,7 +24,7 @@ import statistics
 import sys
 import time
 
-from peer_common import cuda_torch
+from peer_common import cuda_torch, pinned_copy_gbps
 
 MB = 1e6
 ALIGN = 256
@@ -76,14 +76,7 @@ def main():
 def link_gbps(torch, sluice, dev):
     host = torch.empty(256 << 20, dtype=torch.uint8).pin_memory()
     on = torch.empty_like(host, device=dev)
-    best = 0.0
-    for _ in range(6):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        on.copy_(host, non_blocking=True)
-        stop.record()
-        torch.cuda.synchronize()
-        best = max(best, host.numel() / MB / start.elapsed_time(stop))
+    best = pinned_copy_gbps(torch, host, on, to_device=True, repeats=6)
     try:
         best = max(best, sluice._sluice._engine_rates(dev.index)["h2d_gbps"])
     except Exception:  # noqa: BLE001 - torch's copies alone then
