@@ -60,13 +60,6 @@ ring::FileReadOptions read_options(std::size_t chunk_bytes, std::size_t staging,
 void bind_checkpoint(py::module_& m) {
   m.def("_safetensors_header", [](const std::string& path) { return header_dict(weights::read_safetensors_header(path)); },
         py::arg("path"));
-  m.def("_safetensors_header_from_bytes",
-        [](py::bytes first, std::uint64_t file_bytes) {
-          const std::string s = first;
-          return header_dict(weights::parse_safetensors_header(
-              {reinterpret_cast<const std::byte*>(s.data()), s.size()}, file_bytes));
-        },
-        py::arg("first_bytes"), py::arg("file_bytes"));
   m.def(
       "_read_file_ranges",
       [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::uintptr_t stream,
