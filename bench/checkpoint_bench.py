@@ -7,8 +7,8 @@ A Llama-shaped checkpoint of bf16 tensors (written by safetensors where installe
     expert's loop (safe_open, each tensor pin_memory() and copied non_blocking on a side stream);
   - read past the page cache (the file's pages dropped with posix_fadvise first): sluice.load_file
     with direct=True (O_DIRECT) and without, and safetensors' loader.
-The storage's rate is sluice's reads alone into one page-locked chunk (the same chunks, threads
-and O_DIRECT or not); the link is sluice's pinned H2D probe. Every load is verified bitwise
+The storage's rate is sluice's reads alone, each lane into a page-locked chunk of its own (the same
+chunks, lanes and O_DIRECT or not), the best of several chunk sizes; the link is sluice's pinned H2D probe. Every load is verified bitwise
 against a reference copy on the GPU; the caching allocator's free memory is poisoned before each
 timed load, so a load that skipped a tensor shows.
 
@@ -68,7 +68,7 @@ def main():
     p.add_argument("--dir", default=".", help="where the checkpoint is written (a disk, not tmpfs, for the O_DIRECT rows)")
     p.add_argument("--repeats", type=int, default=5, help="timed loads from the page cache, each method")
     p.add_argument("--cold-repeats", type=int, default=2, help="timed loads past the page cache, each method")
-    p.add_argument("--chunks-mib", default="8,16,32,64", help="sluice's chunk sizes swept from the page cache")
+    p.add_argument("--chunks-mib", default="1,2,4,8", help="sluice's chunk sizes swept from the page cache")
     a = p.parse_args()
     torch = torch_or_skip(a.out)
     if torch is None:
@@ -101,7 +101,7 @@ def main():
     link_gbps = rates["h2d_gbps"]
     threads = rates["staging_threads"]
 
-    def read_rate(direct, chunk_mib=32):
+    def read_rate(direct, chunk_mib=2):
         best = 0.0
         for _ in range(2 if not direct else 1):  # a dropped file's read takes seconds: the caller repeats
             if direct:
@@ -176,7 +176,7 @@ def main():
         thread.start()
         time.sleep(0.1)
         read = 0.0
-        for c in (16, 32, 64):
+        for c in (1, 2, 4):
             warm_cache(path)
             n, s, _ = sluice._sluice._read_file_rate(path, header["data_begin"], data_bytes, chunk_bytes=c << 20, threads=0)
             read = max(read, n / s / GB)
@@ -197,7 +197,7 @@ def main():
         print(f"  {where:<10} {name:<44} {ms:9.1f} ms  {data_bytes / ms / 1e6:6.1f} GB/s  bound {bound_ms:7.1f} ms  "
               f"eff {bound_ms / ms:5.2f}{joint}", flush=True)
 
-    cached_read = max(read_rate(False, c) for c in (16, 32, 64))
+    cached_read = max(read_rate(False, c) for c in (1, 2, 4))
     joint_read, joint_link = joint_rates()
     joint = min(joint_read, joint_link)
     print(f"link {link_gbps:.1f} GB/s (pinned H2D), page-cache reads {cached_read:.1f} GB/s on {threads} threads; "
@@ -218,7 +218,7 @@ def main():
 
     # The storage at its best: O_DIRECT reads alone of two chunk sizes, twice each, and buffered
     # reads of the dropped file; the best of all is the bound's storage rate.
-    direct_read = max(read_rate(True, c) for c in (32, 64, 32, 64))
+    direct_read = max(read_rate(True, c) for c in (2, 8, 2, 8))
     drop_cache(path)
     n, s, _ = sluice._sluice._read_file_rate(path, header["data_begin"], data_bytes, threads=0, direct=False)
     buffered_cold = n / s / GB

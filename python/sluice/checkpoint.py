@@ -22,7 +22,7 @@ _TORCH_DTYPES = {
 _DIRECT_BELOW = 0.5
 
 
-def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _host_executor=None):
+def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=2, _host_executor=None):
     """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in file order.
 
         state = sluice.load_file("model.safetensors")            # torch's current CUDA device
@@ -30,9 +30,9 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=32, _h
 
     The same tensors as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and
     bytes as stored, each tensor in memory of its own, in the order the file holds them - at the
-    link's speed: staging threads read the file
-    in chunks (pread, in parallel pieces) into page-locked slots that are reused, while a copy
-    stream carries the chunk before to the tensors; the file crosses host memory once. With
+    link's speed: the file is cut into chunks of `chunk_mib`, and each of `threads` lanes (0: all
+    cores but two) preads its chunks in turn into page-locked slots that are reused while a copy
+    stream of its own carries the ones before to the tensors; the file crosses host memory once. With
     direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
     for a file that is not cached and will not be read again, slower for one that is.
 

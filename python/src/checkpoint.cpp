@@ -68,12 +68,11 @@ void bind_checkpoint(py::module_& m) {
         ring::FileReadReport report;
         {
           py::gil_scoped_release release;
-          std::unique_ptr<ring::RingExecutor> executor;
-          if (device >= 0)
-            executor = std::make_unique<ring::CudaRingExecutor>(device);
-          else
-            executor = std::make_unique<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1});
-          report = ring::read_file_ranges(path, spans, *executor, {reinterpret_cast<void*>(stream)},
+          const auto make_executor = [&](std::size_t lane) -> std::shared_ptr<ring::RingExecutor> {
+            if (device >= 0) return std::make_shared<ring::CudaRingExecutor>(device);
+            return std::make_shared<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1 + lane});
+          };
+          report = ring::read_file_ranges(path, spans, make_executor, {reinterpret_cast<void*>(stream)},
                                           read_options(chunk_bytes, staging, threads, direct));
         }
         py::dict d;
@@ -88,18 +87,19 @@ void bind_checkpoint(py::module_& m) {
   m.def("_cached_fraction",
         [](const std::string& path, std::uint64_t offset, std::uint64_t bytes) { return ring::cached_fraction(path, offset, bytes); },
         py::arg("path"), py::arg("offset"), py::arg("bytes"));
-  // The storage's side of the bound: the same reads, into one page-locked
-  // chunk, with no copy after them. Returns (bytes, seconds, whether O_DIRECT was taken).
+  // The storage's side of the bound: the same reads on as many lanes, each
+  // into a page-locked chunk of its own, with no copy after them. Returns (bytes, seconds, whether O_DIRECT was taken).
   m.def(
       "_read_file_rate",
       [](const std::string& path, std::uint64_t offset, std::size_t bytes, std::size_t chunk_bytes, unsigned threads,
          bool direct) {
         py::gil_scoped_release release;
-        PinnedBuffer<std::byte> buffer(chunk_bytes);
+        const auto options = read_options(chunk_bytes, 1, threads, direct);
+        // A chunk a lane, as the load reads them.
+        PinnedBuffer<std::byte> buffer(chunk_bytes * ring::file_read_lanes(options, SIZE_MAX));
         const ring::FileRange range{offset, bytes, buffer.data()};
         const auto start = std::chrono::steady_clock::now();
-        const ring::FileReadReport read =
-            ring::read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), buffer.size()}, read_options(chunk_bytes, 1, threads, direct));
+        const ring::FileReadReport read = ring::read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), buffer.size()}, options);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return std::make_tuple(read.bytes, seconds, read.direct);
       },

@@ -7,8 +7,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/read_fully.hpp"
@@ -83,11 +88,8 @@ class ChunkedFile {
   bool direct() const { return direct_fd_ >= 0; }
   const std::string& name() const { return name_; }
 
-  // The chunk's file bytes into `slot`, in pieces on the staging threads (whole pages, for O_DIRECT).
-  void read(const Chunk& c, std::byte* slot, StagingPool& pool) const {
-    pool.run(c.read, pool.balanced_piece_bytes(c.read),
-             [&](std::size_t offset, std::size_t length) { read_piece_at(c.start + offset, slot + offset, length); });
-  }
+  // The chunk's file bytes into `slot` (4096-aligned, for O_DIRECT), on the calling thread.
+  void read(const Chunk& c, std::byte* slot) const { read_piece_at(c.start, slot, c.read); }
 
  private:
   // A range's bytes go into the last chunk while they fit its window and
@@ -148,48 +150,121 @@ double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, 
   return static_cast<double>(in) / static_cast<double>(resident.size());
 }
 
-FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
-                                RingExecutor& executor, ConsumerLane lane, const FileReadOptions& options) {
-  const ChunkedFile file(path, ranges, options);
-  FileReadReport report{0, file.chunks().size(), file.direct()};
-  if (file.chunks().empty()) return report;
-  StagingPool pool(options.threads);
+std::size_t file_read_lanes(const FileReadOptions& options, std::size_t chunks) {
+  const std::size_t wanted = options.threads > 0 ? options.threads : StagingPool::default_thread_count();
+  return std::max<std::size_t>(1, std::min(wanted, chunks));
+}
+
+namespace {
+
+// What the lanes of one read share: which chunk failed first, and what was copied.
+class LaneLedger {
+ public:
+  explicit LaneLedger(std::size_t chunks) : chunks_(chunks) {}
+  bool stopping() const { return stopping_.load(std::memory_order_relaxed); }
+  void copied(std::size_t chunks, std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    copied_chunks_ += chunks;
+    copied_bytes_ += bytes;
+  }
+  // The lowest chunk that failed is the one reported; every lane stops.
+  void failed(std::size_t chunk, std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    if (!error_ || chunk < failed_at_) {
+      failed_at_ = chunk;
+      error_ = std::move(error);
+    }
+    stopping_ = true;
+  }
+  // Rethrows the failure, if any, with how far the read got.
+  void rethrow(const ChunkedFile& file) const {
+    if (!error_) return;
+    const auto& chunks = file.chunks();
+    const std::string context =
+        failed_at_ < chunks_
+            ? fmt::format("reading into device memory, chunk {} of {} (file bytes {}..{}); {} other chunks ({} bytes) were copied",
+                          failed_at_, chunks_, chunks[failed_at_].start, chunks[failed_at_].start + chunks[failed_at_].read,
+                          copied_chunks_, copied_bytes_)
+            : fmt::format("reading into device memory, after all {} chunks were read", chunks_);
+    try {
+      std::rethrow_exception(error_);
+    } catch (const IoError& io) {
+      throw IoError(io, context);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(file.name() + ": " + context + ": " + e.what());
+    }
+  }
+
+ private:
+  std::size_t chunks_;
+  std::atomic<bool> stopping_ = false;
+  mutable std::mutex mutex_;
+  std::size_t failed_at_ = SIZE_MAX;
+  std::exception_ptr error_;
+  std::size_t copied_chunks_ = 0;
+  std::uint64_t copied_bytes_ = 0;
+};
+
+// One lane: chunks lane, lane + lanes, ... through a ring of its own on its
+// own executor (a copy stream of its own on a GPU). Its thread is both ends:
+// it takes what put() would wait for, reads each chunk into a staging slot
+// while the copy lane carries the ones before, and ends once its last copy is done.
+void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, RingExecutor& executor, ConsumerLane consumer,
+              const FileReadOptions& options, LaneLedger& ledger) {
+  const auto& chunks = file.chunks();
   RingOptions r;
   r.items = RingOptions::unbounded;
   r.ahead = options.ahead;
   r.held = 1;
   r.staging_slots = options.staging;
   r.slot_bytes = 1;  // the chunks go to the caller's memory, never to a device slot
-  const auto& chunks = file.chunks();
-  std::size_t at = 0;  // the chunk being put
+  std::size_t at = lane, put = 0;
+  std::uint64_t put_bytes = 0;
   try {
-    Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
-    for (; at < chunks.size(); ++at) {
-      // One thread is both ends: it takes what put() would wait for.
-      if (at >= options.ahead) ring.take(lane);
-      const Chunk& c = chunks[at];
-      Ring::Item item{.bytes = 1, .fill = [&](std::span<std::byte> slot) { file.read(c, slot.data(), pool); }, .pieces = {}};
-      for (const Chunk::Piece& p : c.pieces) item.pieces.push_back({nullptr, p.skip, p.bytes, p.to});
-      ring.put(item);
+    {
+      Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
+      for (; at < chunks.size() && !ledger.stopping(); at += lanes, ++put) {
+        if (put >= options.ahead) ring.take(consumer);
+        const Chunk& c = chunks[at];
+        Ring::Item item{.bytes = 1, .fill = [&](std::span<std::byte> slot) { file.read(c, slot.data()); }, .pieces = {}};
+        for (const Chunk::Piece& p : c.pieces) item.pieces.push_back({nullptr, p.skip, p.bytes, p.to});
+        ring.put(item);
+        put_bytes += c.bytes();
+      }
+      at = chunks.size();  // what fails from here on fails after the reads
+      ring.close();
+      while (ring.take(consumer)) {
+      }
+      // The host waits for the lane's last copy; a copy the device failed shows here.
+      if (put > 0) executor.host_wait(ring.plan().op(put - 1, Step::ready).ref);
+      if (const auto failed = executor.failure()) throw std::runtime_error("a copy failed: " + failed->what);
     }
-    ring.close();
-    while (ring.take(lane)) {
-    }
-    // The host waits for the last copy; a copy the device failed shows here.
-    executor.host_wait(ring.plan().op(chunks.size() - 1, Step::ready).ref);
-    if (const auto failed = executor.failure()) throw std::runtime_error("a copy failed: " + failed->what);
-  } catch (const std::exception& e) {
-    // The ring is stopped by now: the copies of the chunks before `at` ran.
-    std::uint64_t before = 0;
-    for (std::size_t i = 0; i < std::min(at, chunks.size()); ++i) before += chunks[i].bytes();
-    const std::string context =
-        at < chunks.size()
-            ? fmt::format("reading into device memory, chunk {} of {} (file bytes {}..{}); the {} before it ({} bytes) were copied",
-                          at, chunks.size(), chunks[at].start, chunks[at].start + chunks[at].read, at, before)
-            : fmt::format("reading into device memory, after all {} chunks were read", chunks.size());
-    if (const auto* io = dynamic_cast<const IoError*>(&e)) throw IoError(*io, context);
-    throw std::runtime_error(file.name() + ": " + context + ": " + e.what());
+    ledger.copied(put, put_bytes);
+  } catch (...) {
+    // The ring is stopped by now: the copies of the chunks put before `at` ran.
+    ledger.copied(put, put_bytes);
+    ledger.failed(at, std::current_exception());
   }
+}
+
+}  // namespace
+
+FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
+                                const MakeExecutor& make_executor, ConsumerLane lane, const FileReadOptions& options) {
+  const ChunkedFile file(path, ranges, options);
+  const auto& chunks = file.chunks();
+  FileReadReport report{0, chunks.size(), file.direct()};
+  if (chunks.empty()) return report;
+  const std::size_t lanes = file_read_lanes(options, chunks.size());
+  std::vector<std::shared_ptr<RingExecutor>> executors;
+  for (std::size_t k = 0; k < lanes; ++k) executors.push_back(make_executor(k));
+  LaneLedger ledger(chunks.size());
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t k = 0; k < lanes; ++k)
+      threads.emplace_back([&, k] { run_lane(file, k, lanes, *executors[k], lane, options, ledger); });
+  }
+  ledger.rethrow(file);
   for (const Chunk& c : chunks) report.bytes += c.bytes();
   return report;
 }
@@ -198,12 +273,26 @@ FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::
                                        std::span<std::byte> buffer, const FileReadOptions& options) {
   const ChunkedFile file(path, ranges, options);
   if (buffer.size() < options.chunk_bytes) throw std::invalid_argument("file read: the buffer is smaller than a chunk");
-  StagingPool pool(options.threads);
-  FileReadReport report{0, file.chunks().size(), file.direct()};
-  for (const Chunk& c : file.chunks()) {
-    file.read(c, buffer.data(), pool);
-    report.bytes += c.read;
+  const auto& chunks = file.chunks();
+  FileReadReport report{0, chunks.size(), file.direct()};
+  // As read_file_ranges reads, with no copy: each lane into its own chunk of the buffer.
+  const std::size_t lanes = std::min(file_read_lanes(options, chunks.size()), buffer.size() / options.chunk_bytes);
+  std::mutex mutex;
+  std::exception_ptr error;
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t k = 0; k < lanes; ++k)
+      threads.emplace_back([&, k] {
+        try {
+          for (std::size_t at = k; at < chunks.size(); at += lanes) file.read(chunks[at], buffer.data() + k * options.chunk_bytes);
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
   }
+  if (error) std::rethrow_exception(error);
+  for (const Chunk& c : chunks) report.bytes += c.read;
   return report;
 }
 

@@ -1,17 +1,28 @@
 #pragma once
-// Byte ranges of a file read into the caller's device memory through a
-// ring's page-locked staging slots: the staging threads pread one chunk into
-// a slot while the copy lane carries the chunk before it to the device, so
-// the file crosses host memory once and the reads and the link run at the
-// same time. Ranges that follow each other closely in the file (a safetensors
+// Byte ranges of a file read into the caller's device memory through
+// page-locked staging slots: the file is cut into chunks, and each of several
+// lanes - a thread with a ring of its own on an executor of its own (a copy
+// stream of its own on a GPU) - preads its chunks in turn into its staging
+// slots while its copy lane carries the ones before to the device. The file
+// crosses host memory once, and the reads and the link run at the same time.
+// Ranges that follow each other closely in the file (a safetensors
 // checkpoint's tensors, each into its own memory) share chunks. Host-only: it
 // runs on any RingExecutor; on the host executor the "device" memory is host
 // memory, which is how CI tests it.
 //
-//   read_file_ranges("model.safetensors", {{begin, bytes, tensor_memory}, ...}, executor, {stream}, {});
+// Why lanes of small chunks, not one ring whose large chunks every thread
+// reads in pieces: such a ring waits at each chunk's end for its slowest
+// piece before the chunk's copy is enqueued, and reached half the link from
+// the page cache on an H100 host, where independent lanes of 2 MiB chunks
+// reached 0.95 of it (docs/measurements.md).
+//
+//   read_file_ranges("model.safetensors", {{begin, bytes, tensor_memory}, ...},
+//                    [](std::size_t) { return std::make_shared<CudaRingExecutor>(0); }, {stream}, {});
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <span>
 
 #include "ring/ring_executor.hpp"
@@ -25,10 +36,10 @@ struct FileRange {
 };
 
 struct FileReadOptions {
-  std::size_t chunk_bytes = std::size_t{32} << 20;  // bytes a staging slot holds; a multiple of 4096
-  std::size_t staging = 3;  // staging slots: reads fill one while the copy lane reads another; at most ahead + 1
-  std::size_t ahead = 2;    // chunks read beyond the one the consumer's lane last took
-  unsigned threads = 0;     // staging threads reading each chunk in parallel pieces; 0: StagingPool's default
+  std::size_t chunk_bytes = std::size_t{2} << 20;  // a ring position: bytes one lane reads at once; a multiple of 4096
+  std::size_t staging = 4;  // staging slots a lane: reads fill one while the copy lane reads others; at most ahead + 1
+  std::size_t ahead = 3;    // chunks a lane reads beyond the one its consumer's lane last took
+  unsigned threads = 0;     // lanes, a thread each; 0: StagingPool's default (at most one a chunk)
   // O_DIRECT where the file system takes it: reads skip the page cache (for a file that is
   // not cached and will not be read again). Unaligned heads and tails are read through the cache.
   bool direct = false;
@@ -40,24 +51,33 @@ struct FileReadReport {
   bool direct = false;      // whether the file system took O_DIRECT
 };
 
+// Makes lane k's executor, before any read.
+using MakeExecutor = std::function<std::shared_ptr<RingExecutor>(std::size_t lane)>;
+
+// The lanes a read of `chunks` chunks runs with these options.
+std::size_t file_read_lanes(const FileReadOptions& options, std::size_t chunks);
+
 // Reads every range into its `to`, and returns once every byte is there (the
-// host waits for the last copy, as the staging slots go back) and `lane`
-// (the consumer's stream) has waited for each chunk. The caller's memory
-// must have no work pending on another stream. Refuses, before any read:
-// bad options and a range without memory (std::invalid_argument), a file
-// that cannot be opened or a range past its end (IoError naming the file).
-// A read that fails or finds the file shorter is an IoError naming the file,
-// the offset and how many of the bytes were on the device by then.
+// host waits for each lane's last copy, as the staging slots go back) and
+// `lane` (the consumer's stream) has waited for each chunk. The caller's
+// memory must have no work pending on another stream. Refuses, before any
+// read: bad options and a range without memory (std::invalid_argument), a
+// file that cannot be opened or a range past its end (IoError naming the
+// file); what make_executor throws. A read that fails or finds the file
+// shorter stops every lane and is an IoError naming the file, the offset, the
+// chunk and how many other chunks were on the device by then (each chunk is
+// copied whole or not at all).
 FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
-                                RingExecutor& executor, ConsumerLane lane, const FileReadOptions& options);
+                                const MakeExecutor& make_executor, ConsumerLane lane, const FileReadOptions& options);
 
 // The share of the file's pages over [offset, offset + bytes) that the page
 // cache holds now (mincore), 0 to 1: whether O_DIRECT would pay. 0 where the
 // kernel cannot say. IoError for a file that cannot be opened or bytes past its end.
 double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t bytes);
 
-// The reads of read_file_ranges alone, every chunk in turn into `buffer`
-// (page-locked, at least options.chunk_bytes, 4096-aligned for O_DIRECT):
+// The reads of read_file_ranges alone, on as many lanes, each into its own
+// chunk of `buffer` (page-locked, at least options.chunk_bytes, 4096-aligned
+// for O_DIRECT; lanes beyond buffer / chunk_bytes are left out), with no copy:
 // the storage's rate for the bound. FileReadReport::bytes: the bytes read.
 FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
                                        std::span<std::byte> buffer, const FileReadOptions& options);

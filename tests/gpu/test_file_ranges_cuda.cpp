@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <vector>
 
@@ -37,6 +38,8 @@ struct TempFile {
   ~TempFile() { std::filesystem::remove(path); }
 };
 
+std::shared_ptr<ring::RingExecutor> on_device_0(std::size_t) { return std::make_shared<ring::CudaRingExecutor>(0); }
+
 }  // namespace
 
 class FileRangesCuda : public GpuTest {};
@@ -57,9 +60,8 @@ TEST_F(FileRangesCuda, EveryRangeLandsOnTheDeviceAsTheFileHasIt) {
       ranges.push_back({at, bytes, device.data() + at});
       at += bytes;
     }
-    ring::CudaRingExecutor executor(0);
-    const auto report = ring::read_file_ranges(file.path, ranges, executor, {stream.view().get()},
-                                               {.chunk_bytes = std::size_t{4} << 20, .direct = direct});
+    const auto report = ring::read_file_ranges(file.path, ranges, on_device_0, {stream.view().get()},
+                                               {.chunk_bytes = std::size_t{1} << 20, .direct = direct});
     EXPECT_EQ(report.bytes, at - 4097);
     std::vector<std::byte> back(file_bytes);
     SLUICE_CUDA_CHECK(cudaMemcpyAsync(back.data(), device.data(), file_bytes, cudaMemcpyDeviceToHost, stream.view().get()));
@@ -76,11 +78,9 @@ TEST_F(FileRangesCuda, ARangePastTheEndIsRefusedAndTheDeviceStaysUsable) {
   Stream stream;
   DeviceBuffer<std::byte> device(200000, stream.view());
   const ring::FileRange range{0, 200000, device.data()};
-  ring::CudaRingExecutor executor(0);
-  EXPECT_THROW(ring::read_file_ranges(file.path, {&range, 1}, executor, {stream.view().get()}, {}), IoError);
+  EXPECT_THROW(ring::read_file_ranges(file.path, {&range, 1}, on_device_0, {stream.view().get()}, {}), IoError);
   const ring::FileRange fits{0, 100000, device.data()};
-  ring::CudaRingExecutor again(0);
-  EXPECT_EQ(ring::read_file_ranges(file.path, {&fits, 1}, again, {stream.view().get()}, {}).bytes, 100000u);
+  EXPECT_EQ(ring::read_file_ranges(file.path, {&fits, 1}, on_device_0, {stream.view().get()}, {}).bytes, 100000u);
   stream.synchronize();
 }
 

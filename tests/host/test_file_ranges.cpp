@@ -1,15 +1,19 @@
-// Ranges of a file read into "device" memory through the ring's staging
+// Ranges of a file read into "device" memory through the lanes' staging
 // slots, on the host executor: every byte lands where its range says at any
-// chunk size and alignment, under jitter; bad input is refused before a byte
-// is written; a read that fails names how far the run got and leaves
+// chunk size, alignment and number of lanes, under jitter; bad input is
+// refused before a byte is written; a read that fails stops every lane, names
+// how far the run got, copies each chunk whole or not at all, and leaves
 // nothing running. Host-only: this is how CI tests the checkpoint loader's engine.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,6 +46,28 @@ std::size_t wrong(const std::vector<std::byte>& to, std::uint64_t offset) {
   return n;
 }
 
+// The host executors of a read's lanes, kept past the read to be checked.
+struct Lanes {
+  explicit Lanes(HostRingOptions o = {}) : options(o) {}
+  HostRingOptions options;
+  std::function<void(std::size_t lane, HostRingExecutor&)> setup = {};
+  std::vector<std::shared_ptr<HostRingExecutor>> made;
+  MakeExecutor make() {
+    return [this](std::size_t lane) {
+      auto e = std::make_shared<HostRingExecutor>(HostRingOptions{options.jitter_us, options.seed + lane});
+      if (setup) setup(lane, *e);
+      made.push_back(e);  // on the reading thread, before the lanes start
+      return e;
+    };
+  }
+  std::vector<std::string> violations() const {
+    std::vector<std::string> all;
+    for (const auto& e : made)
+      for (auto& v : e->violations()) all.push_back(std::move(v));
+    return all;
+  }
+};
+
 struct Case {
   std::vector<std::uint64_t> offsets;
   std::vector<std::size_t> sizes;
@@ -58,14 +84,14 @@ TEST(FileRanges, EveryByteLandsWhereItsRangeSaysAtAnyChunkAndAlignment) {
   const Case c{{4100, 10, 0, 8192}, {file_bytes - 4100, 3000, 0, 70000}};
   for (std::size_t chunk : {4096u, 8192u, 65536u, 1u << 20}) {
     for (std::uint64_t seed : {1u, 2u, 3u}) {
-      HostRingExecutor executor({.jitter_us = 200, .seed = seed});
+      Lanes lanes({.jitter_us = 200, .seed = seed});
       std::vector<std::vector<std::byte>> to;
       std::vector<FileRange> ranges;
       for (std::size_t r = 0; r < c.sizes.size(); ++r) to.emplace_back(c.sizes[r], poison);
       for (std::size_t r = 0; r < c.sizes.size(); ++r) ranges.push_back({c.offsets[r], c.sizes[r], to[r].data()});
       FileReadReport report;
       within(std::chrono::seconds(60), "a file read", [&] {
-        report = read_file_ranges(path, ranges, executor, {}, {.chunk_bytes = chunk, .staging = 2, .ahead = 2, .threads = 3});
+        report = read_file_ranges(path, ranges, lanes.make(), {}, {.chunk_bytes = chunk, .staging = 2, .ahead = 2, .threads = 3});
       });
       for (std::size_t r = 0; r < c.sizes.size(); ++r)
         EXPECT_EQ(wrong(to[r], c.offsets[r]), 0u) << "range " << r << ", chunks of " << chunk << ", seed " << seed;
@@ -73,7 +99,9 @@ TEST(FileRanges, EveryByteLandsWhereItsRangeSaysAtAnyChunkAndAlignment) {
       for (std::size_t s : c.sizes) total += s;
       EXPECT_EQ(report.bytes, total);
       EXPECT_GE(report.chunks, (file_bytes - 4100 + chunk - 1) / chunk);
-      EXPECT_TRUE(executor.violations().empty()) << executor.violations().front();
+      EXPECT_EQ(lanes.made.size(), std::min<std::size_t>(3, report.chunks)) << "a lane a chunk, at most";
+      const auto violations = lanes.violations();
+      EXPECT_TRUE(violations.empty()) << violations.front();
     }
   }
 }
@@ -93,13 +121,13 @@ TEST(FileRanges, RangesEndToEndShareChunksAndEachLandsInItsOwnMemory) {
     at += bytes + (r % 3 == 0 ? 100 : 0);  // a few small gaps, as alignment padding leaves
   }
   for (std::size_t r = 0; r < ranges.size(); ++r) ranges[r].to = to[r].data();
-  HostRingExecutor executor({.jitter_us = 50, .seed = 9});
-  const FileReadReport report = read_file_ranges(path, ranges, executor, {}, {.chunk_bytes = 65536, .staging = 2});
+  Lanes lanes({.jitter_us = 50, .seed = 9});
+  const FileReadReport report = read_file_ranges(path, ranges, lanes.make(), {}, {.chunk_bytes = 65536, .staging = 2});
   EXPECT_EQ(report.chunks, (at + 65535) / 65536);
   for (std::size_t r = 0; r < ranges.size(); ++r) EXPECT_EQ(wrong(to[r], ranges[r].offset), 0u) << "range " << r;
 }
 
-// Chunks of 1 MiB cut into pieces for 3 threads, from an unaligned offset to an unaligned end:
+// Chunks of 1 MiB on 3 lanes, from an unaligned offset to an unaligned end:
 // O_DIRECT reads the aligned pieces where the file system takes it (tmpfs does not), the cache the rest.
 TEST(FileRanges, DirectReadsWhereTheFileSystemTakesThemGiveTheSameBytes) {
   ScratchDir dir;
@@ -113,9 +141,9 @@ TEST(FileRanges, DirectReadsWhereTheFileSystemTakesThemGiveTheSameBytes) {
   if (probe >= 0) ::close(probe);
   for (const bool direct : {true, false}) {
     std::fill(to.begin(), to.end(), poison);
-    HostRingExecutor executor({.jitter_us = 50, .seed = 4});
+    Lanes lanes({.jitter_us = 50, .seed = 4});
     const FileReadReport report =
-        read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = std::size_t{1} << 20, .threads = 3, .direct = direct});
+        read_file_ranges(path, {&range, 1}, lanes.make(), {}, {.chunk_bytes = std::size_t{1} << 20, .threads = 3, .direct = direct});
     EXPECT_EQ(report.direct, direct && takes_direct);
     EXPECT_EQ(report.chunks, 5u);  // from the page under 4097, 1 MiB each, past the end
     EXPECT_EQ(wrong(to, 4097), 0u) << (direct ? "O_DIRECT asked" : "cached");
@@ -129,6 +157,9 @@ TEST(FileRanges, ReadsAloneForTheBoundCoverEveryChunk) {
   const FileRange range{1000, 49000, buffer.data()};
   // From page 0 (the first chunk starts on the page under offset 1000) to the end.
   EXPECT_EQ(read_file_ranges_to_host(path, {&range, 1}, buffer, {.chunk_bytes = 8192}).bytes, 50000u);
+  // A chunk of the buffer a lane: 4 lanes asked, 3 fit.
+  std::vector<std::byte> three(3 * 8192, poison);
+  EXPECT_EQ(read_file_ranges_to_host(path, {&range, 1}, three, {.chunk_bytes = 8192, .threads = 4}).bytes, 50000u);
   EXPECT_THROW(read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), 4096}, {.chunk_bytes = 8192}), std::invalid_argument);
 }
 
@@ -146,9 +177,9 @@ TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
   ScratchDir dir;
   const auto path = write_file(dir, 10000);
   std::vector<std::byte> to(6000, poison);
-  HostRingExecutor executor;
+  Lanes lanes;
   auto read = [&](FileRange range, FileReadOptions o = {}, std::filesystem::path p = {}) {
-    read_file_ranges(p.empty() ? path : p, {&range, 1}, executor, {}, o);
+    read_file_ranges(p.empty() ? path : p, {&range, 1}, lanes.make(), {}, o);
   };
   try {
     read({5000, 6000, to.data()});
@@ -162,6 +193,7 @@ TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
   EXPECT_THROW(read({0, 10, to.data()}, {.chunk_bytes = 0}), std::invalid_argument);
   EXPECT_THROW(read({0, 10, to.data()}, {.staging = 0}), std::invalid_argument);
   EXPECT_THROW(read({0, 10, to.data()}, {.staging = 4, .ahead = 2}), std::invalid_argument);  // 3 device slots
+  EXPECT_THROW(read({0, 10, to.data()}, {.ahead = 0}), std::invalid_argument);
   EXPECT_THROW(read({0, 10, to.data()}, {}, dir / "missing.bin"), IoError);
   for (std::byte b : to) ASSERT_EQ(b, poison);
 }
@@ -171,24 +203,66 @@ TEST(FileRanges, AFailedReadNamesHowFarTheRunGotAndLeavesNothingRunning) {
   const auto path = write_file(dir, 10 * 4096);
   std::vector<std::byte> to(10 * 4096, poison);
   const FileRange range{0, to.size(), to.data()};
-  HostRingExecutor executor({.jitter_us = 100, .seed = 5});
-  executor.inject({{4, Step::stage}});  // chunk 4's read fails
+  Lanes lanes({.jitter_us = 100, .seed = 5});
+  lanes.setup = [](std::size_t, HostRingExecutor& e) { e.inject({{4, Step::stage}}); };  // chunk 4's read fails
   within(std::chrono::seconds(30), "a file read that fails", [&] {
     try {
-      read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2});
+      read_file_ranges(path, {&range, 1}, lanes.make(), {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
       FAIL() << "the failed read was not reported";
     } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find("chunk 4 of 10 (file bytes 16384..20480); the 4 before it (16384 bytes) were copied"),
+      EXPECT_NE(std::string(e.what()).find("chunk 4 of 10 (file bytes 16384..20480); 4 other chunks (16384 bytes) were copied"),
                 std::string::npos)
           << e.what();
       EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
     }
   });
-  // The chunks before the failure are in; none after it was read.
+  // One lane: the chunks before the failure are in; none after it was read.
   std::vector<std::byte> first(to.begin(), to.begin() + 4 * 4096);
   EXPECT_EQ(wrong(first, 0), 0u);
   for (std::size_t k = 4 * 4096; k < to.size(); ++k) ASSERT_EQ(to[k], poison) << "byte " << k;
-  expect_nothing_held(executor);
+  ASSERT_EQ(lanes.made.size(), 1u);
+  expect_nothing_held(*lanes.made[0]);
+}
+
+// On several lanes a failure stops them all: the chunk that failed is named,
+// the others are on the device whole or not at all, as many as the error says.
+TEST(FileRanges, AFailedReadOnOneLaneStopsEveryLaneAndEachChunkIsWholeOrUntouched) {
+  ScratchDir dir;
+  constexpr std::size_t chunks = 40, lane_count = 3;
+  const auto path = write_file(dir, chunks * 4096);
+  for (std::uint64_t seed : {1u, 2u, 3u, 4u}) {
+    std::vector<std::byte> to(chunks * 4096, poison);
+    const FileRange range{0, to.size(), to.data()};
+    Lanes lanes({.jitter_us = 100, .seed = seed});
+    // Lane 1's second chunk, chunk 1 + 3 = 4, fails.
+    lanes.setup = [](std::size_t lane, HostRingExecutor& e) {
+      if (lane == 1) e.inject({{1, Step::stage}});
+    };
+    std::string what;
+    within(std::chrono::seconds(30), "a file read that fails on one lane", [&] {
+      try {
+        read_file_ranges(path, {&range, 1}, lanes.make(), {},
+                         {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = lane_count});
+      } catch (const std::exception& e) {
+        what = e.what();
+      }
+    });
+    ASSERT_NE(what.find("chunk 4 of 40 (file bytes 16384..20480); "), std::string::npos) << what;
+    std::size_t whole = 0;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::vector<std::byte> chunk(to.begin() + c * 4096, to.begin() + (c + 1) * 4096);
+      const bool copied = wrong(chunk, c * 4096) == 0;
+      const bool untouched = std::all_of(chunk.begin(), chunk.end(), [](std::byte b) { return b == poison; });
+      EXPECT_TRUE(copied || untouched) << "chunk " << c << " is torn, seed " << seed;
+      EXPECT_FALSE(c == 4 && copied) << "the failed chunk was copied, seed " << seed;
+      whole += copied;
+    }
+    EXPECT_NE(what.find(fmt::format("; {} other chunks ({} bytes) were copied", whole, whole * 4096)), std::string::npos)
+        << what << " (whole chunks: " << whole << ")";
+    EXPECT_LT(whole, chunks - 1) << "the lanes read on past the failure";
+    ASSERT_EQ(lanes.made.size(), lane_count);
+    for (const auto& e : lanes.made) expect_nothing_held(*e);
+  }
 }
 
 TEST(FileRanges, AFileCutBeforeItsRangesIsAnIoErrorNamingTheOffset) {
@@ -196,16 +270,18 @@ TEST(FileRanges, AFileCutBeforeItsRangesIsAnIoErrorNamingTheOffset) {
   const auto path = write_file(dir, 10 * 4096);
   std::vector<std::byte> to(10 * 4096, poison);
   const FileRange range{0, to.size(), to.data()};
-  HostRingExecutor executor;
+  Lanes lanes;
   // Cut the file just before chunk 3 is read (the edge filter is asked about
   // each stage's edges before it runs, and keeps them all): its read finds the end.
   std::atomic<int> calls = 0;
-  executor.ignore_edges([&](const RingOp& op, const RingEdge&) {
-    if (op.ref.step == Step::stage && op.ref.position == 3 && calls++ == 0) std::filesystem::resize_file(path, 3 * 4096 + 10);
-    return true;
-  });
+  lanes.setup = [&](std::size_t, HostRingExecutor& e) {
+    e.ignore_edges([&](const RingOp& op, const RingEdge&) {
+      if (op.ref.step == Step::stage && op.ref.position == 3 && calls++ == 0) std::filesystem::resize_file(path, 3 * 4096 + 10);
+      return true;
+    });
+  };
   try {
-    read_file_ranges(path, {&range, 1}, executor, {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
+    read_file_ranges(path, {&range, 1}, lanes.make(), {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
     FAIL() << "a cut file was read";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("the file ends here"), std::string::npos) << e.what();
