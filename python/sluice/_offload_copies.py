@@ -5,11 +5,13 @@ from __future__ import annotations
 
 
 class CudaCopies:
-    """Copies on one copy stream of `device`, each after the work enqueued so far on torch's current stream."""
+    """Copies on two copy streams of `device` (D2H and H2D: each direction has its own copy engine,
+    and a copy back for the backward must not queue behind the forward's copies out), each after
+    the work enqueued so far on torch's current stream."""
 
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
-        self.side = torch.cuda.Stream(device)
+        self.streams = {"d2h": torch.cuda.Stream(device), "h2d": torch.cuda.Stream(device)}
 
     def is_device(self, tensor):
         return tensor.is_cuda and tensor.device.index == self.device
@@ -24,17 +26,21 @@ class CudaCopies:
         """Device memory taken on the current stream (the stream that reads it)."""
         return self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.torch.device("cuda", self.device))
 
-    def copy(self, dst, src, label):
-        """dst <- src on the copy stream, after the current stream's work so far (which made src, or
-        last used dst's memory before the allocator handed it out); the event of the copy's end."""
+    def copy(self, dst, src, label, after=None):
+        """dst <- src on the copy stream of label[0], after the current stream's work so far (which
+        made src, or last used dst's memory before the allocator handed it out) and the event
+        `after` (the copy that filled src); the event of the copy's end."""
         torch = self.torch
+        side = self.streams[label[0]]
         ready = torch.cuda.Event()
         ready.record(self.current())
-        self.side.wait_event(ready)
-        with torch.cuda.stream(self.side):
+        side.wait_event(ready)
+        if after is not None:
+            side.wait_event(after)
+        with torch.cuda.stream(side):
             dst.copy_(src, non_blocking=True)  # pinned on the host side: a DMA, no host wait
         done = torch.cuda.Event()
-        done.record(self.side)
+        done.record(side)
         return done
 
     def wait(self, stream, event):
@@ -84,7 +90,7 @@ class HostCopies:
     def device_bytes(self, nbytes):
         return self.torch.empty(nbytes, dtype=self.torch.uint8)
 
-    def copy(self, dst, src, label):
+    def copy(self, dst, src, label, after=None):
         dst.copy_(src)
         self.log.append(label)
         return HostEvent(self.lag)

@@ -57,8 +57,11 @@ class OffloadActivations:
     current stream wait for its copy on the GPU and starts copying the next `ahead` expected
     (the ones saved just before it) into device memory taken on that stream, so that the copies
     run behind the backward's kernels while the link allows: hidden when the step's bytes over
-    the link (both ways) take less time than its compute. The forward's last tensors start back
-    as the `with` ends. A tensor taken twice (retain_graph) or out of order is copied again.
+    the link (both ways) take less time than its compute. The copies back run on a stream of
+    their own (the other copy engine), so they never queue behind the forward's copies out. As
+    the `with` ends, the last tensors whose copies out have not run yet are kept where they lie
+    for the backward (which wants them first), and the next ones start back. A tensor taken
+    twice (retain_graph) or out of order is copied again.
 
     Values are the saved tensor's, bit for bit, with its dtype, shape and strides; a tensor that
     is not dense in memory (a slice of a larger one, such as attention's q, k and v split from
@@ -100,7 +103,7 @@ class OffloadActivations:
         self._dead = collections.deque()  # steps of handles let go, counted under the lock (see _Saved.__del__)
         self._buffers = []       # every pinned buffer, in the order made
         self._free = []          # those no step holds, in the order made
-        self._reading = collections.deque()  # (copy's event, device tensor it reads): kept until the copy ran
+        self._reading = collections.deque()  # (copy's event, device bytes it reads, record): kept until the copy ran
         self._hooks = None
         self.last_step = None
 
@@ -177,6 +180,8 @@ class OffloadActivations:
                 if step.live:
                     self._steps.add(step)
                     if exc[0] is None:
+                        self._let_go_read()
+                        step.keep_unread(self._copies.current())
                         step.fetch_ahead(len(step.records))  # the backward starts with the last tensors saved
                 else:
                     step.release()
@@ -262,10 +267,11 @@ class _Saved:
 
 
 class _Record:
-    __slots__ = ("nbytes", "dtype", "shape", "stride", "host", "device", "ready", "stream", "pass_taken")
+    __slots__ = ("nbytes", "dtype", "shape", "stride", "host", "written", "device", "ready", "stream", "pass_taken")
 
     def __init__(self, nbytes, dtype, shape, stride, host):
         self.nbytes, self.dtype, self.shape, self.stride, self.host = nbytes, dtype, shape, stride, host
+        self.written = None  # the event of the copy to the host
         self.device = self.ready = self.stream = None  # a copy on the device: its bytes, its copy's event, its stream
         self.pass_taken = -1
 
@@ -294,13 +300,21 @@ class _Step:
         record = _Record(nbytes, source.dtype, tuple(source.shape), source.stride(), self._host_slice(nbytes))
         # The first element is the lowest address of a dense tensor: its memory is one run of bytes.
         flat = source.as_strided((source.numel(),), (1,)).view(torch.uint8)
-        done = self.copies.copy(record.host, flat, ("d2h", len(self.records)))
-        self.owner._reading.append((done, flat))  # the forward's memory stays allocated until read
+        record.written = self.copies.copy(record.host, flat, ("d2h", len(self.records)))
+        self.owner._reading.append((record.written, flat, record))  # the forward's memory stays allocated until read
         self.records.append(record)
         self.report.offloaded_tensors += 1
         self.report.offloaded_bytes += nbytes
         self.live += 1
         return _Saved(self, len(self.records) - 1)
+
+    def keep_unread(self, stream):
+        """The forward's last tensors whose copies to the host have not run yet are still in device
+        memory, and are the backward's first: it takes them there, not back over the link."""
+        mine = {id(r) for r in self.records}
+        for _, flat, record in self.owner._reading:
+            if id(record) in mine and record.device is None:
+                record.device, record.ready, record.stream = flat, None, stream
 
     def _host_slice(self, nbytes):
         at = -(-self.top // _ALIGN) * _ALIGN
@@ -315,7 +329,7 @@ class _Step:
         if record.device is None:
             record.stream = self.copies.current()
             record.device = self.copies.device_bytes(record.nbytes)  # on the stream that will read it
-            record.ready = self.copies.copy(record.device, record.host, ("h2d", k))
+            record.ready = self.copies.copy(record.device, record.host, ("h2d", k), after=record.written)
             self.report.fetched_bytes += record.nbytes
 
     def fetch_ahead(self, below):
@@ -337,7 +351,8 @@ class _Step:
         self.frontier = k if self.frontier is None else min(self.frontier, k)
         self.fetch(k)
         stream = self.copies.current()
-        self.copies.wait(stream, record.ready)  # the GPU waits for the copy, the host does not
+        if record.ready is not None:
+            self.copies.wait(stream, record.ready)  # the GPU waits for the copy, the host does not
         if stream != record.stream:
             # Memory taken on another stream returns to that stream's pool when freed: tell the allocator
             # that this stream reads it too, or it could be reused there while this stream still reads.
@@ -350,7 +365,7 @@ class _Step:
         """The pinned buffers go back to the pool; copies made ahead and never taken are let go after
         their stream has waited for them (its allocator may hand their memory out at once)."""
         for record in self.records:
-            if record.device is not None:
+            if record.device is not None and record.ready is not None:
                 self.copies.wait(record.stream, record.ready)
                 record.device = None
         self.records = []

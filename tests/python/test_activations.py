@@ -217,6 +217,24 @@ def test_a_graph_run_backward_twice_fetches_again_and_equals_no_offload():
     assert offload.live_steps == 0
 
 
+def test_the_last_tensors_whose_copies_have_not_run_are_taken_from_the_device_not_copied_back():
+    torch = torch_or_skip()
+    offload = sluice.OffloadActivations(min_bytes=1, ahead=4, _host_executor={"lag": 1})
+    keep = Keep(torch, offload)
+    x = torch.zeros(2, requires_grad=True)
+    with offload:
+        y = x
+        for k in range(6):
+            y = keep.apply(y, torch.full((4,), float(k)))
+    # Events done at their second look: the last copy to the host is still "running" as the forward
+    # ends, so tensor 5 is taken where it lies and the copies back start at 4.
+    assert [k for kind, k in offload._copies.log if kind == "h2d"] == [4, 3, 2]
+    y.sum().backward()
+    assert [k for kind, k in offload._copies.log if kind == "h2d"] == [4, 3, 2, 1, 0]
+    assert [float(s[0][3][0]) for s, _ in keep.seen] == [0, 1, 2, 3, 4, 5]
+    assert offload.last_step.fetched_bytes == 5 * 16
+
+
 def test_tensors_taken_out_of_order_are_still_right():
     torch = torch_or_skip()
     offload = sluice.OffloadActivations(min_bytes=1, ahead=2, _host_executor={"lag": 5})
@@ -241,11 +259,11 @@ def test_the_forwards_tensor_is_held_until_its_copy_to_the_host_has_run():
         address = first.data_ptr()
         y = keep.apply(x, first)
         del first
-        held = [f.data_ptr() for _, f in offload._reading]
+        held = [f.data_ptr() for _, f, _ in offload._reading]
         assert address in held  # its copy is "running": the memory must not return to the allocator
         for k in range(3):  # later saves look at the copy's event again; the third sees it done
             y = keep.apply(y, torch.full((64,), float(k)))
-        assert address not in [f.data_ptr() for _, f in offload._reading]
+        assert address not in [f.data_ptr() for _, f, _ in offload._reading]
     y.sum().backward()
     assert torch.equal(keep.seen[0][0][0][3], torch.full((64,), 7.0))
 
