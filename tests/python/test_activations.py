@@ -3,7 +3,6 @@ tests run its engine on the host executor (_host_executor: CPU tensors as the de
 events that may lag), where the model runs the same CPU kernels with and without offload, so gradients
 compare bitwise; the last ones run on the GPU."""
 import gc
-import pathlib
 import sys
 import threading
 
@@ -303,7 +302,7 @@ def test_an_exception_in_forward_or_backward_leaves_the_pool_reusable():
 
 
 def test_a_second_with_nested_or_on_another_thread_is_refused():
-    torch = torch_or_skip()
+    torch_or_skip()
     offload = sluice.OffloadActivations(_host_executor={})
     other = sluice.OffloadActivations(_host_executor={})
     errors = []
