@@ -34,13 +34,15 @@ from .multi_pipeline import MultiPipeline
 from .pipeline import Chunk, Handle, Pipeline
 from .checkpoint import load_file, read_header
 from .checkpoint_save import SaveHandle, save_file
+from .activations import OffloadActivations, OffloadReport
 from .prefetch import Prefetcher
 from .streamed import StreamedLayers
 
 __version__ = _sluice.__version__
 
-__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "StreamedLayers", "load_file", "read_header",
-           "save_file", "SaveHandle", "TokenLoader", "BatchPlan", "RunReport", "MultiReport",
+__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "StreamedLayers", "OffloadActivations",
+           "OffloadReport", "load_file", "read_header", "save_file", "SaveHandle", "TokenLoader", "BatchPlan",
+           "RunReport", "MultiReport",
            "CudaError", "IoError", "ShardError", "JobPlace", "job_place", "device_count", "unavailable_reason",
            "write_svg", "write_chrome_trace", "__version__"]
 

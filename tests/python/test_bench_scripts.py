@@ -28,3 +28,14 @@ def test_python_bench_spread_is_the_interquartile_range_over_the_median():
     assert python_bench.quantile(runs, 0.5) == 11.0
     assert abs(python_bench.spread(runs) - 2.0 / 11.0) < 1e-12
     assert python_bench.spread([1.0, 2.0]) == 0.0  # too few runs to tell
+
+
+def test_activations_bench_runs_its_help_and_says_why_it_skips_without_a_gpu():
+    import subprocess
+    script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "activations_bench.py"
+    help_text = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=True)
+    assert "--quick" in help_text.stdout and "--out" in help_text.stdout
+    import peer_common
+    if peer_common.cuda_torch()[0] is None:
+        run = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, check=True)
+        assert run.stdout.startswith("skipped: ")
