@@ -60,14 +60,16 @@ class Training:
         self.pushed = None  # the saved-tensor hooks pushed by the block running now
         self.current = None  # (k, memory) of the block the backward reads now
         self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
+        self.sending = []  # the device gradients of the block whose copies are being queued
+        self.copying = []  # (event, gradients) of the blocks before, their copies queued before the event
         self.open = False  # a backward runs, its end queued to gather the gradients
 
     # The forward.
 
     def enter(self, k, memory, weights):
         self.pop()
-        if self.open:  # the last backward ended in an exception: its gradients are dropped
-            self.open, self.staged, self.current = False, [], None
+        if self.open:  # the last backward ended in an exception
+            self.drop()
         params = self.owner._params[k]
         seen = [Streamed.apply(p, w, self, k, i) if p.requires_grad else w
                 for i, (p, w) in enumerate(zip(params, weights))]
@@ -97,6 +99,12 @@ class Training:
 
     # The backward.
 
+    def drop(self):
+        """A backward that ended in an exception: its gradients are dropped (once their copies are done)."""
+        if self.d2h is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.d2h)
+        self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
+
     def begin(self):
         if not self.open:
             self.open = True
@@ -111,10 +119,11 @@ class Training:
         if self.current is None or self.current[0] != saved.k:
             # The block before in the backward lets go of its weights: the ring reuses its slot.
             self.current = None
+            self.release()
             try:
                 memory, _ = self.owner._take(saved.k, backward=True, training=True)
             except BaseException:
-                self.open, self.staged = False, []
+                self.drop()
                 raise
             self.current = (saved.k, memory)
         piece = self.current[1][saved.offset:saved.offset + saved.bytes]
@@ -131,8 +140,24 @@ class Training:
             with torch.cuda.stream(self.d2h):
                 host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
                 host.copy_(grad, non_blocking=True)
-            grad.record_stream(self.d2h)  # its memory is reused only after the copy
+            self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
         self.staged.append((self.owner._params[k][i], host))
+
+    def release(self):
+        """At a block's first use in the backward, the gradients sent since the last are one block's.
+        Those of the block before them are let go: torch's stream waits for their copies first (the
+        device waits, not the host), so that the memory they free, which the next block's gradients
+        are made in, is written only after it is read. One block's gradients are in flight, not every
+        block's (record_stream would free them only once the host saw the copies done)."""
+        if self.d2h is None:
+            self.sending = []
+            return
+        if self.sending:
+            self.copying.append((self.d2h.record_event(), self.sending))
+            self.sending = []
+        while len(self.copying) > 1:
+            event, _ = self.copying.pop(0)
+            torch.cuda.current_stream(self.device).wait_event(event)
 
     def end(self):
         """The end of a backward: its gradients are on the host (one wait, for the last copy) and
@@ -140,6 +165,7 @@ class Training:
         staged, self.staged, self.open, self.current = self.staged, [], False, None
         if self.d2h is not None:
             self.d2h.synchronize()
+        self.sending, self.copying = [], []
         with torch.no_grad():
             for p, g in staged:
                 if p.grad is None:
