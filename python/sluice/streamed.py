@@ -34,8 +34,8 @@ class StreamedLayers:
             logits = model(input_ids.cuda()).logits
 
     `blocks` is a sequence of modules (an nn.ModuleList) that the model calls in that order in
-    each forward. Their parameters move to page-locked host memory (from wherever they were) and
-    stay there: between forwards `param` is that host tensor, so state_dict() and inspection work.
+    each forward (and trains, below). Their parameters move to page-locked host memory (from
+    wherever they were) and stay there: between forwards `param` is that host tensor, so state_dict() and inspection work.
     Entering block k points its parameters at its weights on the device, copied there on a copy
     stream while block k-1 computed (torch's current stream waits for the copy on the GPU, never the
     host); leaving it points them back. The ring runs on from forward to forward: the next forward's
@@ -49,12 +49,33 @@ class StreamedLayers:
     work. Default without a budget: ahead 1, two slots. A tensor of a block's weights that is kept
     past the block (rare) keeps its memory, and the ring takes new memory for that slot.
 
-    Inference only: a forward with grad enabled over parameters that require grad raises (autograd
-    would keep the streamed weights of every block). Use torch.inference_mode() or no_grad().
-    Blocks called out of order (a block skipped or called again, or a forward abandoned by an
-    exception) are served correctly: the ring starts afresh from the block called, at the cost of
-    its fill. One thread drives the forward; weights changed in place while streamed may be copied
-    stale for the blocks already ahead.
+    Training: a forward that autograd records (grad enabled, a streamed parameter or the block's
+    input requiring grad) keeps no block's weights on the device: the weights its operations save
+    for the backward are kept as tokens, and the backward streams each block's weights in again,
+    last block first, the next block's copied while one computes. Each weight's gradient is copied
+    on a copy stream to a page-locked host tensor and, when backward() returns, is in the host
+    parameter's .grad (set, or added to as autograd accumulates): step them with an optimizer over
+    the host parameters, on the CPU; the next forward streams the stepped weights.
+
+        host = list(layers.parameters())                     # page-locked, on the host
+        opt = torch.optim.AdamW(host, lr=1e-4)               # and one for the resident rest of the model
+        loss = model(ids.cuda(), labels=labels.cuda()).loss
+        loss.backward()                                      # p.grad: page-locked host tensors, complete
+        opt.step(); opt.zero_grad(set_to_none=True)
+
+    Device memory in training: the slots, and the gradients of a block or two (the block's being
+    made while the one before is copied out). Parameters that do not require grad get none. The
+    gradients go to .grad only (torch.autograd.grad over the streamed parameters gives none); a
+    backward that raises drops its gradients. During a recorded forward a block's module sees its
+    weights as plain tensors, not its Parameters, which it sees again after. Not supported inside
+    the blocks: activation checkpointing (its recomputation runs outside the streamed forward).
+
+    Blocks called out of order (a block skipped or called again, a forward abandoned by an
+    exception, a recorded forward whose backward never comes) are served correctly: the ring starts
+    afresh from the block called, at the cost of its fill. One thread drives the forward. In
+    inference, weights changed in place while streamed may be copied stale for the blocks already
+    ahead; in training, no block of the next forward is copied before it starts (the optimizer
+    steps the weights in between).
 
     remove() (or leaving `with StreamedLayers(...)`) stops the ring, removes the hooks and puts
     every parameter back on the device it came from (a GPU's, or the host's, there left

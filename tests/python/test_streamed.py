@@ -518,3 +518,65 @@ def test_an_exception_in_a_recorded_forward_leaves_the_blocks_usable():
         _loss(b, x).backward()
     assert _same(blocks, ref)
     streamed.remove()
+
+
+@gpu
+def test_on_the_gpu_training_steps_equal_the_model_resident_bitwise():
+    # The reference runs its forward and backward resident on the GPU (the same kernels), and its
+    # optimizer on a host copy of its weights, as the streamed blocks' optimizer runs on theirs (the
+    # CPU's SGD and the GPU's round differently), copied back onto the GPU after each step.
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=6, width=512)
+    master = copy.deepcopy(blocks)
+    ref = copy.deepcopy(blocks).cuda()
+    streamed = sluice.StreamedLayers(blocks, ahead=2)
+    optimizers = [torch.optim.SGD(b.parameters(), lr=0.05) for b in (blocks, master)]
+    for step in range(3):
+        xs = [torch.randn(8, 512, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        for x in xs:  # two micro-batches: the second backward adds to .grad
+            losses = [_loss(b, x) for b in (blocks, ref)]
+            for loss in losses:
+                loss.backward()
+            assert torch.equal(*losses), step
+        for p, q, m in zip(blocks.parameters(), ref.parameters(), master.parameters()):
+            assert p.grad.is_pinned() and not p.grad.is_cuda
+            assert torch.equal(p.grad, q.grad.cpu()), float((p.grad.float() - q.grad.float().cpu()).abs().max())
+            m.grad = q.grad.cpu()
+        for o in optimizers:
+            o.step()
+            o.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for q, m in zip(ref.parameters(), master.parameters()):
+                q.copy_(m)
+        assert all(torch.equal(p, m) for p, m in zip(blocks.parameters(), master.parameters()))
+    streamed.remove()
+
+
+@gpu
+def test_on_the_gpu_the_backward_holds_the_rings_slots_and_the_gradients_of_a_block_or_two():
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=8, width=2048)  # 64 MiB a block, built on the host
+    block_bytes = sum(p.numel() * p.element_size() for p in blocks[0].parameters())
+    x = torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16)
+    streamed = sluice.StreamedLayers(blocks, ahead=2)
+    _loss(blocks, x).backward()  # warm: cuBLAS's workspace, the pools
+    blocks.zero_grad(set_to_none=True)
+
+    def ring_pool():  # the ring's slots live in the device's default pool (cudaMallocAsync), apart from torch's
+        return sluice._sluice._ring_pool_memory(streamed.device)
+
+    loss = _loss(blocks, x)
+    torch.cuda.synchronize()
+    before, pool_before = torch.cuda.memory_allocated(), ring_pool()["used"]
+    torch.cuda.reset_peak_memory_stats()
+    sluice._sluice._ring_pool_memory(streamed.device, reset=True)
+    loss.backward()
+    torch.cuda.synchronize()
+    grads = torch.cuda.max_memory_allocated() - before
+    # Kept on the device, the gradients alone would take 8 blocks. Here: the block's gradients being
+    # made and the block's before being copied out, the activations' gradients (a few MiB).
+    assert grads <= 2 * block_bytes + (16 << 20), (grads, block_bytes)
+    assert ring_pool()["used_high"] - pool_before <= streamed.device_bytes + 3 * (2 << 20)
+    assert all(p.grad is not None and not p.grad.is_cuda for p in blocks.parameters())
+    streamed.remove()
