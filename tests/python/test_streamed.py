@@ -63,6 +63,7 @@ def test_forwards_in_a_row_equal_the_blocks_run_plainly_bitwise(ahead):
         for x, w in zip(xs, want):
             with mode():
                 assert torch.equal(_run(blocks, x), w)
+    assert streamed._training is None  # inference takes nothing of the training path
     streamed.remove()
 
 
