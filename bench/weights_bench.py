@@ -15,6 +15,16 @@ Every row's output is checked against the resident output (bitwise, or the large
 before it is timed. The bound is max(streamed bytes / link, resident forward), the link being
 the best pinned H2D rate measured in this run (256 MiB torch copies, and sluice's probe).
 
+Training rows (workload "A mlp train", "B llama train"): a step's forward and backward of the
+loss mean(output^2), the model resident (weights and gradients on the GPU) and with its blocks
+streamed (the gradients to page-locked host .grad), each step's gradients set to none after it;
+the streamed row's gradients checked against the resident's (bitwise, or the largest
+difference) before it is timed. Its bound is max(2 x streamed bytes / H2D + gradient bytes /
+D2H, resident step), the D2H rate measured as the H2D one (torch's 256 MiB copies). The
+optimizer step is a row of its own: torch.optim.SGD over the streamed blocks' host parameters,
+on the CPU. No hand-written peer for training: an expert's loop over the backward (tokens for the
+saved weights, a reverse ring, gradients copied out) is what StreamedLayers is.
+
   python3 bench/weights_bench.py [--quick] [--repeats 10] [--out weights.json]
 """
 import argparse
@@ -45,31 +55,34 @@ def main():
     repeats = 3 if a.quick else a.repeats
     dev = torch.device("cuda", 0)
     link = link_gbps(torch, sluice, dev)
-    print(f"link: pinned H2D {link:.1f} GB/s (best of torch's 256 MiB copies and sluice's probe)", flush=True)
+    d2h = d2h_gbps(torch, dev)
+    print(f"link: pinned H2D {link:.1f} GB/s (best of torch's 256 MiB copies and sluice's probe), "
+          f"D2H {d2h:.1f} GB/s", flush=True)
     rows = []
     if "A" in a.workloads:
-        rows += workload_a(torch, sluice, dev, link, repeats)
+        rows += workload_a(torch, sluice, dev, (link, d2h), repeats)
     if "B" in a.workloads:
-        rows += workload_b(torch, sluice, dev, link, repeats, layers=4 if a.quick else 8)
+        rows += workload_b(torch, sluice, dev, (link, d2h), repeats, layers=4 if a.quick else 8)
     print()
-    print(f"{'workload':9} {'method':44} {'ms':>8} {'bound ms':>9} {'effic.':>7} {'x accel.':>8} "
+    print(f"{'workload':13} {'method':44} {'ms':>8} {'bound ms':>9} {'effic.':>7} {'x accel.':>8} "
           f"{'device MB':>10}  output")
     for r in rows:
         accel = next((q["ms"] for q in rows if q["workload"] == r["workload"] and q["method"] == "accelerate.cpu_offload"
                       and q.get("ms")), None)
         if r.get("ms") is None:
-            print(f"{r['workload']:9} {r['method']:44} {'n/a':>8}  {r['error']}")
+            print(f"{r['workload']:13} {r['method']:44} {'n/a':>8}  {r['error']}")
             continue
         # The bound is the streamed model's: the resident row is its compute side, not a peer.
-        r["efficiency"] = r["bound_ms"] / r["ms"] if r["method"] != "resident" else None
+        r["efficiency"] = r["bound_ms"] / r["ms"] if r["method"] != "resident" and r["bound_ms"] else None
         r["x_vs_accelerate"] = accel / r["ms"] if accel else None
         x = f"{r['x_vs_accelerate']:.2f}" if r["x_vs_accelerate"] else "-"
         eff = f"{r['efficiency']:7.2f}" if r["efficiency"] is not None else f"{'-':>7}"
-        print(f"{r['workload']:9} {r['method']:44} {r['ms']:8.1f} {r['bound_ms']:9.1f} {eff} {x:>8} "
-              f"{r['device_bytes'] / MB:10.0f}  {r['check']}")
+        bound = f"{r['bound_ms']:9.1f}" if r["bound_ms"] else f"{'-':>9}"
+        device = f"{r['device_bytes'] / MB:10.0f}" if r["device_bytes"] is not None else f"{'-':>10}"
+        print(f"{r['workload']:13} {r['method']:44} {r['ms']:8.1f} {bound} {eff} {x:>8} {device}  {r['check']}")
     if a.out:
         with open(a.out, "w") as f:
-            json.dump({"link_gbps": link, "rows": rows}, f, indent=1)
+            json.dump({"link_gbps": link, "d2h_gbps": d2h, "rows": rows}, f, indent=1)
     return 0
 
 
@@ -82,6 +95,12 @@ def link_gbps(torch, sluice, dev):
     except Exception:  # noqa: BLE001 - torch's copies alone then
         pass
     return best
+
+
+def d2h_gbps(torch, dev):
+    host = torch.empty(256 << 20, dtype=torch.uint8).pin_memory()
+    on = torch.empty_like(host, device=dev)
+    return pinned_copy_gbps(torch, host, on, to_device=False, repeats=6)
 
 
 def param_bytes(modules):
@@ -260,7 +279,79 @@ def run_rows(torch, sluice, dev, workload, link, repeats, make_cpu, place_rest, 
     return rows, want
 
 
-def workload_a(torch, sluice, dev, link, repeats):
+def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest, forward, blocks_of, budget):
+    """A training step's forward and backward, resident and streamed, and the host optimizer's step."""
+    rows = []
+    link, d2h = links
+    streamed_bytes = param_bytes(blocks_of(master))
+
+    def step(model):
+        loss = forward(model).float().square().mean()
+        loss.backward()
+        return loss
+
+    def timed(model):
+        def once():
+            step(model)
+            model.zero_grad(set_to_none=True)
+        return measure(torch, once, repeats)
+
+    try:
+        resident = copy.deepcopy(master).to(dev)
+        step(resident)
+        want = {id(q): p.grad for p, q in zip(resident.parameters(), master.parameters())}
+        resident.zero_grad(set_to_none=True)  # the next backward makes new ones: these stay as they are
+        resident_ms, resident_peak = timed(resident)
+        resident.zero_grad(set_to_none=True)
+        resident_bytes = param_bytes([resident]) + resident_peak
+        del resident
+        torch.cuda.empty_cache()
+    except Exception as e:  # noqa: BLE001 - the rows say why
+        return [{"workload": workload, "method": "all", "ms": None, "error": f"{type(e).__name__}: {e}"[:160]}]
+    bound_ms = max((2 * streamed_bytes / link + streamed_bytes / d2h) / MB, resident_ms)
+    print(f"{workload}: resident step {resident_ms:.1f} ms, bound {bound_ms:.1f} ms "
+          f"(2 x {streamed_bytes / MB:.0f} MB H2D + {streamed_bytes / MB:.0f} MB D2H)", flush=True)
+    rows.append({"workload": workload, "method": "resident", "ms": resident_ms, "bound_ms": bound_ms,
+                 "device_bytes": resident_bytes, "check": "reference"})
+    try:
+        model = copy.deepcopy(master)
+        s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev)
+        place_rest(model)
+        step(model)  # the gradients checked before the step is timed
+        check_grads = [check(torch, p.grad.to(dev), want[id(q)])
+                       for p, q in zip(model.parameters(), master.parameters())]
+        worst = next((c for c in check_grads if c != "bitwise"), "bitwise")
+        model.zero_grad(set_to_none=True)
+        del want
+        pool_before = sluice._sluice._ring_pool_memory(dev.index)["used"]
+        sluice._sluice._ring_pool_memory(dev.index, reset=True)
+        ms, peak = timed(model)
+        ring = sluice._sluice._ring_pool_memory(dev.index)["used_high"] - pool_before
+        rest = param_bytes([model]) - streamed_bytes  # resident rest (B: embeddings, head) and its gradients
+        rows.append({"workload": workload, "method": f"sluice.StreamedLayers (ahead {s.ahead}), fwd+bwd",
+                     "ms": ms, "bound_ms": bound_ms, "device_bytes": ring + peak + rest,
+                     "check": f"grads {worst}"})
+        print(f"  {workload} streamed fwd+bwd {ms:8.1f} ms  grads {worst}", flush=True)
+
+        host = [p for b in blocks_of(model) for p in b.parameters()]
+        opt = torch.optim.SGD(host, lr=1e-6)
+        step(model)
+        t0 = time.perf_counter()
+        opt.step()
+        opt_ms = (time.perf_counter() - t0) * 1e3
+        rows.append({"workload": workload, "method": "torch.optim.SGD step over the host params",
+                     "ms": opt_ms, "bound_ms": None, "device_bytes": None, "check": "on the CPU, once"})
+        s.remove()
+        del model, s, opt
+        torch.cuda.empty_cache()
+    except Exception as e:  # noqa: BLE001
+        rows.append({"workload": workload, "method": "sluice.StreamedLayers, fwd+bwd", "ms": None,
+                     "error": f"{type(e).__name__}: {e}"[:160]})
+    return rows
+
+
+def workload_a(torch, sluice, dev, links, repeats):
+    link = links[0]
     nn = torch.nn
     torch.manual_seed(0)
 
@@ -273,10 +364,13 @@ def workload_a(torch, sluice, dev, link, repeats):
     budget = param_bytes([master]) // 4
     rows, _ = run_rows(torch, sluice, dev, "A mlp", link, repeats, lambda: master, lambda m: None,
                        lambda m: m(x), lambda m: list(m), budget)
+    rows += train_rows(torch, sluice, dev, "A mlp train", links, repeats, master, lambda m: None,
+                       lambda m: m(x), lambda m: list(m), budget)
     return rows
 
 
-def workload_b(torch, sluice, dev, link, repeats, layers):
+def workload_b(torch, sluice, dev, links, repeats, layers):
+    link = links[0]
     try:
         import transformers
     except ImportError:
@@ -304,6 +398,8 @@ def workload_b(torch, sluice, dev, link, repeats, layers):
 
     rows, want = run_rows(torch, sluice, dev, "B llama", link, repeats, lambda: master, place_rest, forward,
                           lambda m: list(m.model.layers), budget)
+    rows += train_rows(torch, sluice, dev, "B llama train", links, repeats, master, place_rest, forward,
+                       lambda m: list(m.model.layers), budget)
     accelerate = accelerate_or_none()
     if accelerate is not None:
         # accelerate's own placement, given the GPU what the resident rest and sluice's budget take.

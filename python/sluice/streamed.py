@@ -4,6 +4,7 @@ slots (the prefetcher's, sluice::ring::BatchPrefetcher) on a copy stream, one bl
 the block before computes."""
 from __future__ import annotations
 
+import inspect
 import warnings
 import weakref
 
@@ -33,8 +34,8 @@ class StreamedLayers:
             logits = model(input_ids.cuda()).logits
 
     `blocks` is a sequence of modules (an nn.ModuleList) that the model calls in that order in
-    each forward. Their parameters move to page-locked host memory (from wherever they were) and
-    stay there: between forwards `param` is that host tensor, so state_dict() and inspection work.
+    each forward (and trains, below). Their parameters move to page-locked host memory (from
+    wherever they were) and stay there: between forwards `param` is that host tensor, so state_dict() and inspection work.
     Entering block k points its parameters at its weights on the device, copied there on a copy
     stream while block k-1 computed (torch's current stream waits for the copy on the GPU, never the
     host); leaving it points them back. The ring runs on from forward to forward: the next forward's
@@ -48,12 +49,33 @@ class StreamedLayers:
     work. Default without a budget: ahead 1, two slots. A tensor of a block's weights that is kept
     past the block (rare) keeps its memory, and the ring takes new memory for that slot.
 
-    Inference only: a forward with grad enabled over parameters that require grad raises (autograd
-    would keep the streamed weights of every block). Use torch.inference_mode() or no_grad().
-    Blocks called out of order (a block skipped or called again, or a forward abandoned by an
-    exception) are served correctly: the ring starts afresh from the block called, at the cost of
-    its fill. One thread drives the forward; weights changed in place while streamed may be copied
-    stale for the blocks already ahead.
+    Training: a forward that autograd records (grad enabled, a streamed parameter or the block's
+    input requiring grad) keeps no block's weights on the device: the weights its operations save
+    for the backward are kept as tokens, and the backward streams each block's weights in again,
+    last block first, the next block's copied while one computes. Each weight's gradient is copied
+    on a copy stream to a page-locked host tensor and, when backward() returns, is in the host
+    parameter's .grad (set, or added to as autograd accumulates): step them with an optimizer over
+    the host parameters, on the CPU; the next forward streams the stepped weights.
+
+        host = list(layers.parameters())                     # page-locked, on the host
+        opt = torch.optim.AdamW(host, lr=1e-4)               # and one for the resident rest of the model
+        loss = model(ids.cuda(), labels=labels.cuda()).loss
+        loss.backward()                                      # p.grad: page-locked host tensors, complete
+        opt.step(); opt.zero_grad(set_to_none=True)
+
+    Device memory in training: the slots, and the gradients of a block or two (the block's being
+    made while the one before is copied out). Parameters that do not require grad get none. The
+    gradients go to .grad only (torch.autograd.grad over the streamed parameters gives none); a
+    backward that raises drops its gradients. During a recorded forward a block's module sees its
+    weights as plain tensors, not its Parameters, which it sees again after. Not supported inside
+    the blocks: activation checkpointing (its recomputation runs outside the streamed forward).
+
+    Blocks called out of order (a block skipped or called again, a forward abandoned by an
+    exception, a recorded forward whose backward never comes) are served correctly: the ring starts
+    afresh from the block called, at the cost of its fill. One thread drives the forward. In
+    inference, weights changed in place while streamed may be copied stale for the blocks already
+    ahead; in training, no block of the next forward is copied before it starts (the optimizer
+    steps the weights in between).
 
     remove() (or leaving `with StreamedLayers(...)`) stops the ring, removes the hooks and puts
     every parameter back on the device it came from (a GPU's, or the host's, there left
@@ -103,11 +125,17 @@ class StreamedLayers:
         self._pieces = [[(h.data_ptr(), h.numel() * h.element_size(), True) for h in host] for host in self._host]
         self._ring_box = _Holder()
         self._loaded = None  # the block whose parameters point at device memory now
+        self._loaded_training = False  # ... through the training path (its module's parameters swapped)
+        self._training = None  # streamed_training.Training, made by the first forward that autograd records
         self._warned = False
         self._hooks = []
+        # Where torch has it (2.1+), the post-hook runs even when the block raises: a training forward
+        # must give back the saved-tensor hooks it pushed. Before, the next block entered does.
+        always = {"always_call": True} if "always_call" in inspect.signature(
+            torch.nn.Module.register_forward_hook).parameters else {}
         for k, block in enumerate(self._blocks):
             self._hooks.append(block.register_forward_pre_hook(self._make_pre_hook(k)))
-            self._hooks.append(block.register_forward_hook(self._make_post_hook(k)))
+            self._hooks.append(block.register_forward_hook(self._make_post_hook(k), **always))
             block._apply = self._make_apply(block, self._params[k])  # model.cuda() leaves the weights streamed
         # A ring still running at exit is stopped while the interpreter can still do it.
         self._finalizer = weakref.finalize(self, self._ring_box.stop)
@@ -157,7 +185,7 @@ class StreamedLayers:
 
     def _make_pre_hook(self, k):
         def pre_hook(module, args):
-            self._enter(k)
+            self._enter(k, args)
         return pre_hook
 
     def _make_post_hook(self, k):
@@ -166,36 +194,53 @@ class StreamedLayers:
                 self._unload()
         return post_hook
 
-    def _enter(self, k):
+    def _enter(self, k, args):
         torch = self._torch
         if self._blocks is None:
             raise RuntimeError("StreamedLayers was removed")
-        if torch.is_grad_enabled() and any(p.requires_grad for p in self._params[k]):
-            raise RuntimeError("StreamedLayers runs inference only: call the model under torch.inference_mode() or "
-                               "torch.no_grad() (training with streamed weights is not supported yet: autograd "
-                               "would keep every block's weights on the device)")
         if self._loaded is not None:  # a block left by an exception: its weights go back first
             self._unload()
+        # A forward that autograd records (a parameter or an input asks for grad) keeps its weights
+        # out of the graph and streams them again for the backward (streamed_training.py).
+        if torch.is_grad_enabled() and (any(p.requires_grad for params in self._params for p in params)
+                                        or any(getattr(a, "requires_grad", False) for a in args)):
+            if self._training is None:
+                from .streamed_training import Training
+                self._training = Training(self)
+            memory, weights = self._take(k, backward=False, training=True)
+            self._training.enter(k, memory, weights)
+            self._loaded, self._loaded_training = k, True
+            return
+        _, weights = self._take(k, backward=False, training=False)
+        for p, w in zip(self._params[k], weights):
+            p.data = w
+        self._loaded, self._loaded_training = k, False
+
+    def _take(self, k, *, backward, training):
+        """Block k's weights on the device, from the ring if it has them next, else from a ring
+        started afresh at k. The training ring's order is the forward's blocks, then the backward's."""
         ring = self._ring_box.ring
-        if ring is None or ring.block(ring.taken) != k:
-            if ring is not None and k != 0 and not self._warned:
+        step = (backward, k)
+        if ring is None or ring.training != training or ring.step(ring.taken) != step:
+            # A forward starts at block 0 and a backward at the last block: no order broken there.
+            if ring is not None and k != (len(self._blocks) - 1 if backward else 0) and not self._warned:
                 self._warned = True
-                warnings.warn(f"StreamedLayers: block {k} was called where block {ring.block(ring.taken)} was next: "
-                              f"the weights are streamed afresh from block {k} (a fill, each time the order breaks)",
-                              RuntimeWarning, stacklevel=4)
+                warnings.warn(f"StreamedLayers: block {k} was called where block {ring.step(ring.taken)[1]} was "
+                              f"next{' in the backward' if backward else ''}: the weights are streamed afresh from "
+                              f"block {k} (a fill, each time the order breaks)", RuntimeWarning, stacklevel=5)
             self._ring_box.stop()
-            ring = self._ring_box.ring = _Ring(self, k)
+            ring = self._ring_box.ring = _Ring(self, step, training)
         try:
-            weights = ring.take()
+            return ring.take()
         except BaseException:
             self._ring_box.stop()
             raise
-        for p, w in zip(self._params[k], weights):
-            p.data = w
-        self._loaded = k
 
     def _unload(self):
         k, self._loaded = self._loaded, None
+        if self._loaded_training:
+            self._training.leave(k)
+            return
         for p, h in zip(self._params[k], self._host[k]):
             p.data = h
 
@@ -230,10 +275,14 @@ class StreamedLayers:
             self._unload()
         for h in self._hooks:
             h.remove()
+        if self._training is not None:
+            self._training.current = None
         for block, params, host, origin in zip(self._blocks, self._params, self._host, self._origin):
             del block._apply
             for p, h, where in zip(params, host, origin):
                 p.data = h if where.type == "cpu" else h.to(where)
+                if p.grad is not None and where.type != "cpu":  # the gradient goes with its parameter
+                    p.grad = p.grad.to(where)
         self._blocks = self._params = self._host = self._pieces = None
         self._finalizer.detach()
 
@@ -251,38 +300,51 @@ class _Holder:
 
 
 class _Ring:
-    """The prefetcher's ring over the blocks' weights, from block `first` on, round and round: position
-    p holds block (first + p) % n. Put and taken on the forward's thread (no Python thread of its own)."""
+    """The prefetcher's ring over the blocks' weights in the order they run, from step `first` on.
+    Inference: the forward's blocks round and round. Training: each step's forward (0 .. n-1) then its
+    backward (n-1 .. 0), and no further until the next forward starts: the optimizer steps the host
+    weights in between, and a copy made before it would be stale. Put and taken on the thread that
+    runs the blocks (the forward's, then autograd's), never two at once; no Python thread of its own."""
 
-    def __init__(self, owner, first):
+    def __init__(self, owner, first, training):
         # Not the owner itself: the owner's exit-time finalizer reaches this ring, and a ring that
         # held its owner would keep it (its page-locked weights, the device slots) alive for good.
         self.owner = weakref.proxy(owner)
         self.torch = owner._torch
         self.n = len(owner._blocks)
-        self.first = first
+        self.training = training
+        self.cycle = 2 * self.n if training else self.n
+        backward, k = first
+        self.first = 2 * self.n - 1 - k if backward else k
         host = owner._host_executor
         self.core = _sluice._Prefetcher(owner._device, owner._ahead, _HELD, 0,
                                         **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1),
                                             "fail_stage_at": host.get("fail_stage_at")} if host is not None else {}))
         self.put = 0
         self.taken = 0
+        self.last_put = None  # training: the last position of the step being taken
         self.last = None  # (position, weak reference to its memory) of the block taken last
 
-    def block(self, position):
-        return (self.first + position) % self.n
+    def step(self, position):
+        """(backward, block) at a position."""
+        i = (self.first + position) % self.cycle
+        return (False, i) if i < self.n else (True, self.cycle - 1 - i)
 
     def fill(self, through):
         # Position p may be put once p - ahead is taken: put() never waits for a take this thread must make.
+        if self.last_put is not None:
+            through = min(through, self.last_put)
         while self.put <= through:
-            k = self.block(self.put)
+            k = self.step(self.put)[1]
             self.core.put(self.owner._pieces[k], self.owner._host[k])
             self.put += 1
 
     def take(self):
-        """The next block's weights on the device, ready on torch's current stream."""
+        """(memory, weights): the next block's memory (bytes) and its weights, ready on torch's current stream."""
         torch, owner = self.torch, self.owner
         ahead = owner._ahead
+        if self.training:
+            self.last_put = self.taken + self.cycle - 1 - (self.first + self.taken) % self.cycle
         self.fill(self.taken + ahead - 1)
         if self.last is not None:
             position, memory = self.last
@@ -293,14 +355,14 @@ class _Ring:
         if got is None:
             raise AssertionError("the weights' ring ended")  # never closed while it runs
         position, capsule, offsets, memory = got
-        k = self.block(self.taken)
+        k = self.step(self.taken)[1]
         self.taken += 1
         self.last = (position, weakref.ref(memory))
         self.fill(self.taken - 1 + ahead)  # copied while this block computes
         block = torch.utils.dlpack.from_dlpack(capsule)
         del memory  # only the weights' tensors hold it now
-        return [block[o:o + h.numel() * h.element_size()].view(h.dtype).view(h.shape)
-                for o, h in zip(offsets, owner._host[k])]
+        return block, [block[o:o + h.numel() * h.element_size()].view(h.dtype).view(h.shape)
+                       for o, h in zip(offsets, owner._host[k])]
 
     def stop(self):
         if self.core is not None:

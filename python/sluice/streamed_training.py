@@ -1,0 +1,174 @@
+"""Training through StreamedLayers: a forward that autograd records keeps no block's weights, the
+backward streams them in again (last block first) and each weight's gradient goes to the host
+parameter's .grad, where an optimizer over the host parameters steps them.
+
+Why not autograd as it is: a block's parameters are leaves whose .data the forward points at the
+ring's memory. Autograd saves a leaf itself, so the backward would read whatever .data is then (the
+host copy, on another device than the gradient), and the leaf's AccumulateGrad keeps the device and
+dtype of the forward, so the gradient would land on the device. Instead the block's module is given,
+for the forward, each weight as a non-leaf tensor out of Streamed (below), whose backward receives
+the weight's gradient; and the tensors that the block's operations save for the backward, where
+they are the weights' memory, are saved as tokens (saved_tensors_hooks) that the backward turns back
+into the weights, streamed again through the ring."""
+from __future__ import annotations
+
+import torch
+
+
+class Streamed(torch.autograd.Function):
+    """A block's weight on the device, as the block's module sees it in a recorded forward: the
+    output's gradient goes to the host parameter's .grad, not to autograd's AccumulateGrad."""
+
+    @staticmethod
+    def forward(ctx, param, weight, training, k, i):
+        ctx.training, ctx.k, ctx.i = training, k, i
+        return weight
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.training.send(ctx.k, ctx.i, grad)
+        return None, None, None, None, None
+
+
+class Saved:
+    """A saved tensor that lies in block k's weights: where it lies (bytes from the block's start),
+    its dtype, shape and strides. Unpacked from the block's weights streamed in again."""
+
+    __slots__ = ("k", "offset", "dtype", "shape", "stride", "bytes")
+
+    def __init__(self, k, offset, t):
+        self.k, self.offset, self.dtype, self.shape, self.stride = k, offset, t.dtype, t.shape, t.stride()
+        # The bytes from its first element to its last, as its strides lay them out.
+        self.bytes = t.element_size() * (1 + sum((n - 1) * s for n, s in zip(t.shape, self.stride))) if t.numel() else 0
+
+
+class Training:
+    """The training side of one StreamedLayers: the blocks' modules given their weights as Streamed
+    tensors, the saved weights packed as tokens, the backward's blocks taken from the ring, and the
+    gradients copied to the host (on a copy stream of their own, after the kernels that make them)."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        # Where each parameter of a block is registered: (module, name, index in the block's parameters).
+        self.slots = []
+        for block, params in zip(owner._blocks, owner._params):
+            index = {id(p): i for i, p in enumerate(params)}
+            self.slots.append([(m, name, index[id(p)]) for m in block.modules()
+                               for name, p in m._parameters.items() if p is not None])
+        self.device = owner._device
+        self.d2h = torch.cuda.Stream(self.device) if self.device >= 0 else None
+        self.pushed = None  # the saved-tensor hooks pushed by the block running now
+        self.current = None  # (k, memory) of the block the backward reads now
+        self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
+        self.sending = []  # the device gradients of the block whose copies are being queued
+        self.copying = []  # (event, gradients) of the blocks before, their copies queued before the event
+        self.open = False  # a backward runs, its end queued to gather the gradients
+
+    # The forward.
+
+    def enter(self, k, memory, weights):
+        self.pop()
+        if self.open:  # the last backward ended in an exception
+            self.drop()
+        params = self.owner._params[k]
+        seen = [Streamed.apply(p, w, self, k, i) if p.requires_grad else w
+                for i, (p, w) in enumerate(zip(params, weights))]
+        for m, name, i in self.slots[k]:
+            m._parameters[name] = seen[i]
+        base, end = memory.data_ptr(), memory.data_ptr() + memory.numel()
+
+        def pack(t):
+            # The block's weights and views of them go as tokens: the graph keeps none of their memory.
+            if t.layout == torch.strided and base <= t.data_ptr() < end:
+                return Saved(k, t.data_ptr() - base, t)
+            return t
+
+        self.pushed = torch.autograd.graph.saved_tensors_hooks(pack, self.unpack)
+        self.pushed.__enter__()
+
+    def leave(self, k):
+        self.pop()
+        for m, name, i in self.slots[k]:
+            m._parameters[name] = self.owner._params[k][i]
+
+    def pop(self):
+        # Left by the block's post-hook, or (torch before 2.1, a block that raised) by the next block.
+        if self.pushed is not None:
+            pushed, self.pushed = self.pushed, None
+            pushed.__exit__(None, None, None)
+
+    # The backward.
+
+    def drop(self):
+        """A backward that ended in an exception: its gradients are dropped (once their copies are done)."""
+        if self.d2h is not None:
+            torch.cuda.current_stream(self.device).wait_stream(self.d2h)
+        self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
+
+    def begin(self):
+        if not self.open:
+            self.open = True
+            torch.autograd.Variable._execution_engine.queue_callback(self.end)
+
+    def unpack(self, saved):
+        if type(saved) is not Saved:
+            return saved
+        if self.owner._blocks is None:
+            raise RuntimeError("StreamedLayers was removed before the backward of a forward it ran")
+        self.begin()
+        if self.current is None or self.current[0] != saved.k:
+            # The block before in the backward lets go of its weights: the ring reuses its slot.
+            self.current = None
+            self.release()
+            try:
+                memory, _ = self.owner._take(saved.k, backward=True, training=True)
+            except BaseException:
+                self.drop()
+                raise
+            self.current = (saved.k, memory)
+        piece = self.current[1][saved.offset:saved.offset + saved.bytes]
+        return piece.view(saved.dtype).as_strided(saved.shape, saved.stride)
+
+    def send(self, k, i, grad):
+        """Block k's parameter i's gradient, copied to a page-locked host tensor on the copy stream once
+        the kernels that make it are done (the stream waits, never the host)."""
+        self.begin()
+        if self.d2h is None:  # the host executor: the gradient is already on the host
+            host = grad.clone(memory_format=torch.contiguous_format)
+        else:
+            self.d2h.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.d2h):
+                host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
+                host.copy_(grad, non_blocking=True)
+            self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
+        self.staged.append((self.owner._params[k][i], host))
+
+    def release(self):
+        """At a block's first use in the backward, the gradients sent since the last are one block's.
+        Those of the block before them are let go: torch's stream waits for their copies first (the
+        device waits, not the host), so that the memory they free, which the next block's gradients
+        are made in, is written only after it is read. One block's gradients are in flight, not every
+        block's (record_stream would free them only once the host saw the copies done)."""
+        if self.d2h is None:
+            self.sending = []
+            return
+        if self.sending:
+            self.copying.append((self.d2h.record_event(), self.sending))
+            self.sending = []
+        while len(self.copying) > 1:
+            event, _ = self.copying.pop(0)
+            torch.cuda.current_stream(self.device).wait_event(event)
+
+    def end(self):
+        """The end of a backward: its gradients are on the host (one wait, for the last copy) and
+        go to .grad as AccumulateGrad puts them, the first set, the next ones added."""
+        staged, self.staged, self.open, self.current = self.staged, [], False, None
+        if self.d2h is not None:
+            self.d2h.synchronize()
+        self.sending, self.copying = [], []
+        with torch.no_grad():
+            for p, g in staged:
+                if p.grad is None:
+                    p.grad = g
+                else:
+                    p.grad.add_(g)
