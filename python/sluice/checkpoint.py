@@ -58,7 +58,7 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=2, _ho
         if dtypes[name] is None:
             raise ValueError(f"{path}: tensor '{name}' is {dtype}, which this torch ({torch.__version__}) has no dtype for")
     if _host_executor is not None:
-        index, target, stream = -1, torch.device("cpu"), 0
+        index, target = -1, torch.device("cpu")
     else:
         target = torch.device(device if not isinstance(device, int) else ("cuda", device))
         if target.type != "cuda":
@@ -73,15 +73,14 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=2, _ho
             ranges.append((begin, end - begin, t.data_ptr()))
     if index >= 0:
         # The caching allocator hands out memory that work still queued on the current stream
-        # may have used before it was freed; the copy stream writes it only after that work.
-        current = torch.cuda.current_stream(index)
-        current.synchronize()
-        stream = current.cuda_stream
+        # may have used before it was freed; the copy streams write it only after that work.
+        # The host waits for every copy before returning: any stream may use the tensors then.
+        torch.cuda.current_stream(index).synchronize()
     if direct == "auto":
         data = header["file_bytes"] - header["data_begin"]
         direct = _sluice._cached_fraction(path, header["data_begin"], data) < _DIRECT_BELOW
     options = _host_executor or {}
-    _sluice._read_file_ranges(path, ranges, index, stream, chunk_bytes=int(chunk_mib) << 20, threads=threads,
+    _sluice._read_file_ranges(path, ranges, index, chunk_bytes=int(chunk_mib) << 20, threads=threads,
                               direct=bool(direct), jitter_us=options.get("jitter_us", 0))
     return tensors
 

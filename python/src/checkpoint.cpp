@@ -62,8 +62,7 @@ void bind_checkpoint(py::module_& m) {
         py::arg("path"));
   m.def(
       "_read_file_ranges",
-      [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::uintptr_t stream,
-         std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us) {
+      [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us) {
         const auto spans = file_ranges(ranges);
         ring::FileReadReport report;
         {
@@ -72,7 +71,7 @@ void bind_checkpoint(py::module_& m) {
             if (device >= 0) return std::make_shared<ring::CudaRingExecutor>(device);
             return std::make_shared<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1 + lane});
           };
-          report = ring::read_file_ranges(path, spans, make_executor, {reinterpret_cast<void*>(stream)},
+          report = ring::read_file_ranges(path, spans, make_executor,
                                           read_options(chunk_bytes, staging, threads, direct));
         }
         py::dict d;
@@ -81,8 +80,7 @@ void bind_checkpoint(py::module_& m) {
         d["direct"] = report.direct;
         return d;
       },
-      py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("stream") = 0,
-      py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
+      py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
       py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0);
   m.def("_cached_fraction",
         [](const std::string& path, std::uint64_t offset, std::uint64_t bytes) { return ring::cached_fraction(path, offset, bytes); },

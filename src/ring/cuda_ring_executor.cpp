@@ -167,6 +167,11 @@ void CudaRingExecutor::ready(const RingOp& op) {
   s_->ready_position.at(op.device_slot) = op.ref.position;
 }
 
+ConsumerLane CudaRingExecutor::copy_lane() const {
+  std::lock_guard lock(mutex_);
+  return {s_ ? static_cast<void*>(s_->copy.view().get()) : nullptr};
+}
+
 void CudaRingExecutor::take(const RingOp& op, ConsumerLane lane) {
   std::lock_guard lock(mutex_);
   const DeviceScope scope(device_);

@@ -42,6 +42,7 @@ class CudaRingExecutor final : public RingExecutor {
   std::optional<LaneFailure> failure() const override { return std::nullopt; }  // CUDA errors throw where they show
   void host_wait(OpRef op) override;
   bool copied(std::size_t position) const override;
+  ConsumerLane copy_lane() const override;
   void finish() noexcept override;
 
   struct Slots;

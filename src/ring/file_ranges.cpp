@@ -208,8 +208,11 @@ class LaneLedger {
 // One lane: chunks lane, lane + lanes, ... through a ring of its own on its
 // own executor (a copy stream of its own on a GPU). Its thread is both ends:
 // it takes what put() would wait for, reads each chunk into a staging slot
-// while the copy lane carries the ones before, and ends once its last copy is done.
-void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, RingExecutor& executor, ConsumerLane consumer,
+// while the copy lane carries the ones before, and ends once its last copy is
+// done. No lane waits on another: their consumer's lanes are their own copy
+// lanes, not one stream of the caller's (whose waits, in the order the lanes
+// took their chunks, held every lane to the slowest, at half the link).
+void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, RingExecutor& executor,
               const FileReadOptions& options, LaneLedger& ledger) {
   const auto& chunks = file.chunks();
   RingOptions r;
@@ -223,6 +226,8 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
   try {
     {
       Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
+      // Nothing reads the chunks on a consumer's stream: the host waits for the last copy below.
+      const ConsumerLane consumer = executor.copy_lane();
       for (; at < chunks.size() && !ledger.stopping(); at += lanes, ++put) {
         if (put >= options.ahead) ring.take(consumer);
         const Chunk& c = chunks[at];
@@ -250,7 +255,7 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
 }  // namespace
 
 FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
-                                const MakeExecutor& make_executor, ConsumerLane lane, const FileReadOptions& options) {
+                                const MakeExecutor& make_executor, const FileReadOptions& options) {
   const ChunkedFile file(path, ranges, options);
   const auto& chunks = file.chunks();
   FileReadReport report{0, chunks.size(), file.direct()};
@@ -262,7 +267,7 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
   {
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < lanes; ++k)
-      threads.emplace_back([&, k] { run_lane(file, k, lanes, *executors[k], lane, options, ledger); });
+      threads.emplace_back([&, k] { run_lane(file, k, lanes, *executors[k], options, ledger); });
   }
   ledger.rethrow(file);
   for (const Chunk& c : chunks) report.bytes += c.bytes();

@@ -17,7 +17,7 @@
 // reached 0.95 of it (docs/measurements.md).
 //
 //   read_file_ranges("model.safetensors", {{begin, bytes, tensor_memory}, ...},
-//                    [](std::size_t) { return std::make_shared<CudaRingExecutor>(0); }, {stream}, {});
+//                    [](std::size_t) { return std::make_shared<CudaRingExecutor>(0); }, {});
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -57,18 +57,17 @@ using MakeExecutor = std::function<std::shared_ptr<RingExecutor>(std::size_t lan
 // The lanes a read of `chunks` chunks runs with these options.
 std::size_t file_read_lanes(const FileReadOptions& options, std::size_t chunks);
 
-// Reads every range into its `to`, and returns once every byte is there (the
-// host waits for each lane's last copy, as the staging slots go back) and
-// `lane` (the consumer's stream) has waited for each chunk. The caller's
-// memory must have no work pending on another stream. Refuses, before any
-// read: bad options and a range without memory (std::invalid_argument), a
-// file that cannot be opened or a range past its end (IoError naming the
-// file); what make_executor throws. A read that fails or finds the file
-// shorter stops every lane and is an IoError naming the file, the offset, the
-// chunk and how many other chunks were on the device by then (each chunk is
-// copied whole or not at all).
+// Reads every range into its `to`, and returns once every byte is there: the
+// host waits for each lane's last copy, so any stream may use the memory
+// after. The caller's memory must have no work pending on any stream.
+// Refuses, before any read: bad options and a range without memory
+// (std::invalid_argument), a file that cannot be opened or a range past its
+// end (IoError naming the file); what make_executor throws. A read that fails
+// or finds the file shorter stops every lane and is an IoError naming the
+// file, the offset, the chunk and how many other chunks were on the device by
+// then (each chunk is copied whole or not at all).
 FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
-                                const MakeExecutor& make_executor, ConsumerLane lane, const FileReadOptions& options);
+                                const MakeExecutor& make_executor, const FileReadOptions& options);
 
 // The share of the file's pages over [offset, offset + bytes) that the page
 // cache holds now (mincore), 0 to 1: whether O_DIRECT would pay. 0 where the

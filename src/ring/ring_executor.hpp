@@ -90,6 +90,13 @@ class RingExecutor {
   // Whether the copy of `position`, the last ready of which was enqueued at
   // most slots positions ago, has run (no wait): its sources may be let go.
   virtual bool copied(std::size_t position) const = 0;
+  // The copy lane as a consumer's lane, once make_slots has run: for a
+  // consumer that reads nothing on a lane of its own and only needs each
+  // position done before the host's last wait (a file read into the caller's
+  // memory). Its take and release then order nothing but the copy lane itself,
+  // so that several rings on one thread each do not wait on each other
+  // through one shared consumer's stream. The host executor ignores lanes: {}.
+  virtual ConsumerLane copy_lane() const { return {}; }
   // Whether the engine waits on this edge (every edge, except on a test
   // executor told to leave some out, to show what each one guards).
   virtual bool keeps(const RingOp&, const RingEdge&) const { return true; }

@@ -60,7 +60,7 @@ TEST_F(FileRangesCuda, EveryRangeLandsOnTheDeviceAsTheFileHasIt) {
       ranges.push_back({at, bytes, device.data() + at});
       at += bytes;
     }
-    const auto report = ring::read_file_ranges(file.path, ranges, on_device_0, {stream.view().get()},
+    const auto report = ring::read_file_ranges(file.path, ranges, on_device_0,
                                                {.chunk_bytes = std::size_t{1} << 20, .direct = direct});
     EXPECT_EQ(report.bytes, at - 4097);
     std::vector<std::byte> back(file_bytes);
@@ -78,9 +78,9 @@ TEST_F(FileRangesCuda, ARangePastTheEndIsRefusedAndTheDeviceStaysUsable) {
   Stream stream;
   DeviceBuffer<std::byte> device(200000, stream.view());
   const ring::FileRange range{0, 200000, device.data()};
-  EXPECT_THROW(ring::read_file_ranges(file.path, {&range, 1}, on_device_0, {stream.view().get()}, {}), IoError);
+  EXPECT_THROW(ring::read_file_ranges(file.path, {&range, 1}, on_device_0, {}), IoError);
   const ring::FileRange fits{0, 100000, device.data()};
-  EXPECT_EQ(ring::read_file_ranges(file.path, {&fits, 1}, on_device_0, {stream.view().get()}, {}).bytes, 100000u);
+  EXPECT_EQ(ring::read_file_ranges(file.path, {&fits, 1}, on_device_0, {}).bytes, 100000u);
   stream.synchronize();
 }
 

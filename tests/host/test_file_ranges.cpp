@@ -91,7 +91,7 @@ TEST(FileRanges, EveryByteLandsWhereItsRangeSaysAtAnyChunkAndAlignment) {
       for (std::size_t r = 0; r < c.sizes.size(); ++r) ranges.push_back({c.offsets[r], c.sizes[r], to[r].data()});
       FileReadReport report;
       within(std::chrono::seconds(60), "a file read", [&] {
-        report = read_file_ranges(path, ranges, lanes.make(), {}, {.chunk_bytes = chunk, .staging = 2, .ahead = 2, .threads = 3});
+        report = read_file_ranges(path, ranges, lanes.make(), {.chunk_bytes = chunk, .staging = 2, .ahead = 2, .threads = 3});
       });
       for (std::size_t r = 0; r < c.sizes.size(); ++r)
         EXPECT_EQ(wrong(to[r], c.offsets[r]), 0u) << "range " << r << ", chunks of " << chunk << ", seed " << seed;
@@ -122,7 +122,7 @@ TEST(FileRanges, RangesEndToEndShareChunksAndEachLandsInItsOwnMemory) {
   }
   for (std::size_t r = 0; r < ranges.size(); ++r) ranges[r].to = to[r].data();
   Lanes lanes({.jitter_us = 50, .seed = 9});
-  const FileReadReport report = read_file_ranges(path, ranges, lanes.make(), {}, {.chunk_bytes = 65536, .staging = 2});
+  const FileReadReport report = read_file_ranges(path, ranges, lanes.make(), {.chunk_bytes = 65536, .staging = 2});
   EXPECT_EQ(report.chunks, (at + 65535) / 65536);
   for (std::size_t r = 0; r < ranges.size(); ++r) EXPECT_EQ(wrong(to[r], ranges[r].offset), 0u) << "range " << r;
 }
@@ -143,7 +143,7 @@ TEST(FileRanges, DirectReadsWhereTheFileSystemTakesThemGiveTheSameBytes) {
     std::fill(to.begin(), to.end(), poison);
     Lanes lanes({.jitter_us = 50, .seed = 4});
     const FileReadReport report =
-        read_file_ranges(path, {&range, 1}, lanes.make(), {}, {.chunk_bytes = std::size_t{1} << 20, .threads = 3, .direct = direct});
+        read_file_ranges(path, {&range, 1}, lanes.make(), {.chunk_bytes = std::size_t{1} << 20, .threads = 3, .direct = direct});
     EXPECT_EQ(report.direct, direct && takes_direct);
     EXPECT_EQ(report.chunks, 5u);  // from the page under 4097, 1 MiB each, past the end
     EXPECT_EQ(wrong(to, 4097), 0u) << (direct ? "O_DIRECT asked" : "cached");
@@ -179,7 +179,7 @@ TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
   std::vector<std::byte> to(6000, poison);
   Lanes lanes;
   auto read = [&](FileRange range, FileReadOptions o = {}, std::filesystem::path p = {}) {
-    read_file_ranges(p.empty() ? path : p, {&range, 1}, lanes.make(), {}, o);
+    read_file_ranges(p.empty() ? path : p, {&range, 1}, lanes.make(), o);
   };
   try {
     read({5000, 6000, to.data()});
@@ -207,7 +207,7 @@ TEST(FileRanges, AFailedReadNamesHowFarTheRunGotAndLeavesNothingRunning) {
   lanes.setup = [](std::size_t, HostRingExecutor& e) { e.inject({{4, Step::stage}}); };  // chunk 4's read fails
   within(std::chrono::seconds(30), "a file read that fails", [&] {
     try {
-      read_file_ranges(path, {&range, 1}, lanes.make(), {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
+      read_file_ranges(path, {&range, 1}, lanes.make(), {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
       FAIL() << "the failed read was not reported";
     } catch (const std::exception& e) {
       EXPECT_NE(std::string(e.what()).find("chunk 4 of 10 (file bytes 16384..20480); 4 other chunks (16384 bytes) were copied"),
@@ -241,7 +241,7 @@ TEST(FileRanges, AFailedReadOnOneLaneStopsEveryLaneAndEachChunkIsWholeOrUntouche
     std::string what;
     within(std::chrono::seconds(30), "a file read that fails on one lane", [&] {
       try {
-        read_file_ranges(path, {&range, 1}, lanes.make(), {},
+        read_file_ranges(path, {&range, 1}, lanes.make(),
                          {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = lane_count});
       } catch (const std::exception& e) {
         what = e.what();
@@ -281,7 +281,7 @@ TEST(FileRanges, AFileCutBeforeItsRangesIsAnIoErrorNamingTheOffset) {
     });
   };
   try {
-    read_file_ranges(path, {&range, 1}, lanes.make(), {}, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
+    read_file_ranges(path, {&range, 1}, lanes.make(), {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
     FAIL() << "a cut file was read";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("the file ends here"), std::string::npos) << e.what();
