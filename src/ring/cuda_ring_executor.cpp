@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "core/made_on.hpp"
-#include "loader/pinned_slots.hpp"
+#include "ring/pinned_slots.hpp"
 #include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/event.hpp"

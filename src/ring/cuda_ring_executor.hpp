@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA ring executor: a ring's plan (ring_plan.hpp) on a GPU. The device
 // slots are device memory, the staging slots page-locked host memory kept
-// across rings (loader/pinned_slots.hpp), the copy lane a copy stream, and
+// across rings (pinned_slots.hpp), the copy lane a copy stream, and
 // `ready` and `release` events; the consumer's lane is the caller's stream
 // (ConsumerLane::handle, a cudaStream_t). The host waits only where the plan
 // says it must: before refilling a staging slot its last copy still reads.
