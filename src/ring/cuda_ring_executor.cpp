@@ -85,7 +85,12 @@ struct CudaRingExecutor::Slots {
 };
 
 namespace {
-std::size_t mark_count(const RingPlan& plan) { return std::max<std::size_t>(256, 4 * (plan.slots() + plan.ahead())); }
+// Longer than the positions in flight (a ready is recorded again only long
+// after its take); a timed plan's are summed lazily, so it keeps many.
+std::size_t mark_count(const RingPlan& plan) {
+  const std::size_t in_flight = 2 * (plan.slots() + plan.ahead());
+  return plan.timed() ? std::max<std::size_t>(256, 2 * in_flight) : in_flight;
+}
 }  // namespace
 
 CudaRingExecutor::CudaRingExecutor(int device, int copy_priority) : device_(device), copy_priority_(copy_priority) {}
