@@ -1,10 +1,10 @@
 #pragma once
-// Pinned staging slots that outlive the ring that used them. cudaFreeHost
-// waits for the whole device, as cudaDeviceSynchronize does: a loader
-// replaced mid training (Python's load_state_dict makes a new one) would
-// stall every stream in the process. So the CUDA ring executor gives its
-// staging slots back here, once its own copies out of them are done, and the
-// next ring that asks for slots of the same size takes them. What is kept is bounded; beyond that,
+// Pinned slots that outlive the loader that used them. cudaFreeHost waits
+// for the whole device, as cudaDeviceSynchronize does: a loader replaced mid
+// training (Python's load_state_dict makes a new one) would stall every
+// stream in the process. So a loader gives its pinned slots back here, once
+// its own copies out of them are done, and the next loader that asks for
+// slots of the same size takes them. What is kept is bounded; beyond that,
 // slots are freed (and the device waits, rarely).
 #include <cstddef>
 
