@@ -33,6 +33,14 @@ constexpr std::uint64_t page = 4096;
 // ring position each.
 constexpr std::uint64_t joinable_gap = std::uint64_t{64} << 10;
 
+// Pages cached_fraction asks the kernel about.
+constexpr std::size_t sampled_pages = 1024;
+
+// Lanes when the caller does not say: on a 16-core H100 host, 12 lanes read a
+// cached checkpoint onto the GPU at 45-46 GB/s, 8 at 38, 14 at 38 and 16 at
+// 32-35 (the lanes then compete with the threads that launch the GPU's work).
+constexpr unsigned default_lanes = 12;
+
 // One chunk: file bytes [start, start + read) into a staging slot, of which
 // each piece's [skip, skip + bytes) goes to its `to` (a head before the first
 // piece aligns the read for O_DIRECT).
@@ -141,17 +149,25 @@ double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, 
   const std::size_t length = static_cast<std::size_t>(offset + bytes - start);
   void* mapped = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(start));
   if (mapped == MAP_FAILED) return 0.0;  // cannot tell: as if not cached
-  std::vector<unsigned char> resident((length + page - 1) / page);
-  const bool known = ::mincore(mapped, length, resident.data()) == 0;
+  // A sample of pages spread evenly, not every page: mincore over a 4 GB
+  // checkpoint's million pages took 28 ms, a quarter of its load.
+  const std::size_t pages = (length + page - 1) / page;
+  const std::size_t samples = std::min(pages, sampled_pages);
+  std::size_t in = 0;
+  bool known = true;
+  for (std::size_t k = 0; k < samples && known; ++k) {
+    const std::size_t at = samples == pages ? k : k * (pages - 1) / (samples - 1);
+    unsigned char resident = 0;
+    known = ::mincore(static_cast<std::byte*>(mapped) + at * page, page, &resident) == 0;
+    in += resident & 1;
+  }
   ::munmap(mapped, length);
   if (!known) return 0.0;
-  std::size_t in = 0;
-  for (unsigned char r : resident) in += r & 1;
-  return static_cast<double>(in) / static_cast<double>(resident.size());
+  return static_cast<double>(in) / static_cast<double>(samples);
 }
 
 std::size_t file_read_lanes(const FileReadOptions& options, std::size_t chunks) {
-  const std::size_t wanted = options.threads > 0 ? options.threads : StagingPool::default_thread_count();
+  const std::size_t wanted = options.threads > 0 ? options.threads : std::min(default_lanes, StagingPool::default_thread_count());
   return std::max<std::size_t>(1, std::min(wanted, chunks));
 }
 

@@ -39,7 +39,7 @@ struct FileReadOptions {
   std::size_t chunk_bytes = std::size_t{2} << 20;  // a ring position: bytes one lane reads at once; a multiple of 4096
   std::size_t staging = 4;  // staging slots a lane: reads fill one while the copy lane reads others; at most ahead + 1
   std::size_t ahead = 3;    // chunks a lane reads beyond the one its consumer's lane last took
-  unsigned threads = 0;     // lanes, a thread each; 0: StagingPool's default (at most one a chunk)
+  unsigned threads = 0;     // lanes, a thread each; 0: 12, or StagingPool's default where fewer (at most one a chunk)
   // O_DIRECT where the file system takes it: reads skip the page cache (for a file that is
   // not cached and will not be read again). Unaligned heads and tails are read through the cache.
   bool direct = false;
@@ -70,8 +70,8 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
                                 const MakeExecutor& make_executor, const FileReadOptions& options);
 
 // The share of the file's pages over [offset, offset + bytes) that the page
-// cache holds now (mincore), 0 to 1: whether O_DIRECT would pay. 0 where the
-// kernel cannot say. IoError for a file that cannot be opened or bytes past its end.
+// cache holds now (mincore over up to 1024 pages spread evenly), 0 to 1:
+// whether O_DIRECT would pay. 0 where the kernel cannot say. IoError for a file that cannot be opened or bytes past its end.
 double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t bytes);
 
 // The reads of read_file_ranges alone, on as many lanes, each into its own

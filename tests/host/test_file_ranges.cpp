@@ -173,6 +173,22 @@ TEST(FileRanges, AFileJustWrittenIsInThePageCache) {
   EXPECT_THROW(cached_fraction(dir / "missing.bin", 0, 1), IoError);
 }
 
+// More pages than are sampled, half of them dropped from the cache: the
+// sample sees half (where the file system drops pages when asked).
+TEST(FileRanges, TheCachedShareOfALargeFileIsSampledEvenly) {
+  ScratchDir dir;
+  const std::size_t bytes = std::size_t{16} << 20;  // 4096 pages, four times the sample
+  const auto path = write_file(dir, bytes);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, bytes / 2, bytes / 2, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (cached_fraction(path, bytes / 2, bytes / 2) > 0.1) GTEST_SKIP() << "this file system keeps pages it is asked to drop";
+  EXPECT_NEAR(cached_fraction(path, 0, bytes), 0.5, 0.02);
+  EXPECT_GT(cached_fraction(path, 0, bytes / 2), 0.99);
+}
+
 TEST(FileRanges, BadInputIsRefusedBeforeAByteIsWritten) {
   ScratchDir dir;
   const auto path = write_file(dir, 10000);
