@@ -19,8 +19,9 @@ Training rows (workload "A mlp train", "B llama train"): a step's forward and ba
 loss mean(output^2), the model resident (weights and gradients on the GPU) and with its blocks
 streamed (the gradients to page-locked host .grad), each step's gradients set to none after it;
 the streamed row's gradients checked against the resident's (bitwise, or the largest
-difference) before it is timed. Its bound is max(2 x streamed bytes / H2D + gradient bytes /
-D2H, resident step), the D2H rate measured as the H2D one (torch's 256 MiB copies). The
+difference) before it is timed. Its bound is max(2 x streamed bytes / H2D, gradient bytes /
+D2H, resident step): each copy engine and the compute alone, the D2H rate measured as the H2D
+one (torch's 256 MiB copies). The
 optimizer step is a row of its own: torch.optim.SGD over the streamed blocks' host parameters,
 on the CPU. No hand-written peer for training: an expert's loop over the backward (tokens for the
 saved weights, a reverse ring, gradients copied out) is what StreamedLayers is.
@@ -308,9 +309,12 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
         torch.cuda.empty_cache()
     except Exception as e:  # noqa: BLE001 - the rows say why
         return [{"workload": workload, "method": "all", "ms": None, "error": f"{type(e).__name__}: {e}"[:160]}]
-    bound_ms = max((2 * streamed_bytes / link + streamed_bytes / d2h) / MB, resident_ms)
+    # Each engine at its best: H2D and D2H are copy engines of their own and run at once, so the
+    # weights in twice and the gradients out once overlap (their sum would be no bound: a step
+    # measured 1.36x faster than it).
+    bound_ms = max(2 * streamed_bytes / MB / link, streamed_bytes / MB / d2h, resident_ms)
     print(f"{workload}: resident step {resident_ms:.1f} ms, bound {bound_ms:.1f} ms "
-          f"(2 x {streamed_bytes / MB:.0f} MB H2D + {streamed_bytes / MB:.0f} MB D2H)", flush=True)
+          f"(2 x {streamed_bytes / MB:.0f} MB H2D beside {streamed_bytes / MB:.0f} MB D2H)", flush=True)
     rows.append({"workload": workload, "method": "resident", "ms": resident_ms, "bound_ms": bound_ms,
                  "device_bytes": resident_bytes, "check": "reference"})
     try:
