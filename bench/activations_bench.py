@@ -20,11 +20,9 @@ import argparse
 import contextlib
 import json
 import pathlib
-import statistics
 import sys
-import time
 
-from peer_common import cuda_torch, pinned_copy_gbps
+from peer_common import cuda_torch, pinned_copy_gbps, timed_with_peak
 
 MB = 1e6
 MiB = 1 << 20
@@ -92,7 +90,9 @@ def main():
             verdict = check(torch, got, want)
             moved = moved_bytes(torch, model, inputs, targets, autocast, method, offload, dev)
             del got, loss
-            ms, peak = measure(torch, model, lambda: step(wrap), repeats)
+            # The base holds no gradients: the peak counts them and the activations.
+            ms, peak = timed_with_peak(torch, lambda: step(wrap), repeats,
+                                       settle=lambda: model.zero_grad(set_to_none=True))
             r = {"method": method, "ms": ms, "peak_bytes": peak, "d2h_bytes": moved, "h2d_bytes": moved,
                  "grads": verdict}
             if offload is not None:
@@ -160,22 +160,6 @@ def moved_bytes(torch, model, inputs, targets, autocast, method, offload, dev):
         loss = model(inputs, targets)
     del loss
     return total[0]
-
-
-def measure(torch, model, step, repeats):
-    """(median ms, peak bytes allocated above the model without gradients) of step() after one warm-up."""
-    step()
-    model.zero_grad(set_to_none=True)  # the base holds no gradients: the peak counts them and the activations
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples), torch.cuda.max_memory_allocated() - base
 
 
 if __name__ == "__main__":

@@ -67,6 +67,25 @@ def timed(repeats, poison, run):
     return samples
 
 
+def timed_with_peak(torch, run, repeats, settle=None):
+    """(median ms, peak bytes torch allocated above what it held before the timed runs) of run()
+    after one warm-up; `settle()` runs between the warm-up and the base (to let go of what the
+    warm-up left that the timed runs make again, such as gradients)."""
+    run()
+    if settle is not None:
+        settle()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return median(samples), torch.cuda.max_memory_allocated() - base
+
+
 def median(samples):
     s = sorted(samples)
     return s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])

@@ -31,11 +31,10 @@ saved weights, a reverse ring, gradients copied out) is what StreamedLayers is.
 import argparse
 import copy
 import json
-import statistics
 import sys
 import time
 
-from peer_common import cuda_torch, pinned_copy_gbps
+from peer_common import cuda_torch, pinned_copy_gbps, timed_with_peak
 
 MB = 1e6
 ALIGN = 256
@@ -112,21 +111,6 @@ def check(torch, got, want):
     if torch.equal(got, want):
         return "bitwise"
     return f"max |diff| {float((got.float() - want.float()).abs().max()):.3g}"
-
-
-def measure(torch, forward, repeats):
-    """(median ms, peak bytes torch allocated above what it held before) of forward() after one warm-up."""
-    forward()
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        forward()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples), torch.cuda.max_memory_allocated() - base
 
 
 class Expert:
@@ -220,7 +204,7 @@ def run_rows(torch, sluice, dev, workload, link, repeats, make_cpu, place_rest, 
     def row(method, model, extra_bytes=0):
         try:
             got = forward(model)
-            ms, peak = measure(torch, lambda: forward(model), repeats)
+            ms, peak = timed_with_peak(torch, lambda: forward(model), repeats)
             extra = extra_bytes() if callable(extra_bytes) else extra_bytes
             r = {"workload": workload, "method": method, "ms": ms, "bound_ms": bound_ms,
                  "device_bytes": peak + extra, "check": check(torch, got, want)}
@@ -232,7 +216,7 @@ def run_rows(torch, sluice, dev, workload, link, repeats, make_cpu, place_rest, 
     resident = copy.deepcopy(master).to(dev)
     with torch.inference_mode():
         want = forward(resident)
-        compute_ms, _ = measure(torch, lambda: forward(resident), repeats)
+        compute_ms, _ = timed_with_peak(torch, lambda: forward(resident), repeats)
     bound_ms = max(streamed_bytes / MB / link, compute_ms)
     print(f"{workload}: {streamed_bytes / MB:.0f} MB streamed, resident forward {compute_ms:.1f} ms, "
           f"bound {bound_ms:.1f} ms, budget {budget / MB:.0f} MB", flush=True)
@@ -295,7 +279,7 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
         def once():
             step(model)
             model.zero_grad(set_to_none=True)
-        return measure(torch, once, repeats)
+        return timed_with_peak(torch, once, repeats)
 
     try:
         resident = copy.deepcopy(master).to(dev)
@@ -416,7 +400,7 @@ def workload_b(torch, sluice, dev, links, repeats, layers):
                     no_split_module_classes=["LlamaDecoderLayer"])
                 model = accelerate.dispatch_model(model, device_map=device_map, main_device=dev.index)
                 got = forward(model)
-                ms, peak = measure(torch, lambda: forward(model), repeats)
+                ms, peak = timed_with_peak(torch, lambda: forward(model), repeats)
             on_gpu = sum(1 for v in device_map.values() if v == dev.index or v == f"cuda:{dev.index}")
             rows.append({"workload": "B llama", "method": f"accelerate device_map ({on_gpu}/{len(device_map)} on GPU)",
                          "ms": ms, "bound_ms": rows[0]["bound_ms"], "device_bytes": peak + rest,
