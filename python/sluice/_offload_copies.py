@@ -46,6 +46,12 @@ class CudaCopies:
     def wait(self, stream, event):
         stream.wait_event(event)
 
+    def mark(self, stream):
+        """An event where `stream` has got to."""
+        event = self.torch.cuda.Event()
+        event.record(stream)
+        return event
+
     def done(self, event):
         return event.query()
 
@@ -97,6 +103,9 @@ class HostCopies:
 
     def wait(self, stream, event):
         pass
+
+    def mark(self, stream):
+        return HostEvent(0)
 
     def done(self, event):
         return event.query()

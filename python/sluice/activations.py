@@ -50,7 +50,8 @@ class OffloadActivations:
     least `min_bytes` is copied to page-locked host memory on a copy stream of its own, which
     waits for the forward's stream on the GPU (never the host); the forward's tensor is let go as
     soon as that copy has run, so its memory returns to torch's allocator. Parameters (leaves that
-    require grad) stay where they are, as do smaller tensors and those on other devices. Under
+    require grad, and views of them such as the weight.t() Linear saves) stay where they are, as do
+    smaller tensors and those on other devices. Under
     autocast the low-precision copies of the weights are activations like any other.
 
     The backward takes the tensors back in about the reverse order: taking one makes torch's
@@ -77,8 +78,13 @@ class OffloadActivations:
     One `with` at a time: entering it again while it is open (nested, or on another thread), or
     inside another OffloadActivations on the same thread, raises RuntimeError. The hooks are
     torch's per-thread saved-tensor hooks: only the forward run on the entering thread is
-    offloaded. `_host_executor` runs the same engine with CPU tensors as the "device" and plain
-    copies for the streams' (for tests without a GPU).
+    offloaded. Hooks pushed inside the forward take the tensors saved under them: the blocks of a
+    StreamedLayers in training keep their own (their saved weights as tokens), so activations saved
+    inside streamed blocks are not offloaded. The next step's copies to the host reuse the pool's
+    buffers after torch's stream at that point: run consecutive steps on one stream (the usual
+    loop), or a copy out could overwrite a buffer a copy back still reads. `_host_executor` runs
+    the same engine with CPU tensors as the "device" and plain copies for the streams' (for tests
+    without a GPU).
     """
 
     def __init__(self, *, min_bytes=1 << 20, ahead=4, device=None, _host_executor=None):
@@ -194,7 +200,9 @@ class OffloadActivations:
         step = self._open
         if step is None or not self._copies.is_device(tensor):
             return tensor
-        if isinstance(tensor, torch.nn.Parameter) or (tensor.requires_grad and tensor.is_leaf):
+        # A weight saved as a view of itself (Linear saves weight.t()) is still a weight.
+        base = tensor._base if tensor._is_view() else tensor
+        if isinstance(base, torch.nn.Parameter) or (base.requires_grad and base.is_leaf):
             step.report.weights += 1
             return tensor
         nbytes = tensor.numel() * tensor.element_size()
@@ -312,9 +320,12 @@ class _Step:
         """The forward's last tensors whose copies to the host have not run yet are still in device
         memory, and are the backward's first: it takes them there, not back over the link."""
         mine = {id(r) for r in self.records}
+        # Made on the forward's stream: a backward that runs on another waits for it.
+        made = None
         for _, flat, record in self.owner._reading:
             if id(record) in mine and record.device is None:
-                record.device, record.ready, record.stream = flat, None, stream
+                made = made or self.copies.mark(stream)
+                record.device, record.ready, record.stream = flat, made, stream
 
     def _host_slice(self, nbytes):
         at = -(-self.top // _ALIGN) * _ALIGN

@@ -88,7 +88,7 @@ def test_mlp_gradients_equal_no_offload_bitwise_step_after_step():
         report = offload.last_step
         assert report.offloaded_tensors > 0 and report.offloaded_bytes >= 64 * report.offloaded_tensors
         assert report.fetched_bytes == report.offloaded_bytes  # each taken once
-        assert report.weights > 0  # the weights were saved (Linear's) and left where they were
+        assert report.weights >= 6  # Linear's weights (saved as weight.t()) and LayerNorm's, left where they were
     assert offload.live_steps == 0
 
 
@@ -124,6 +124,21 @@ def test_small_tensors_and_parameters_stay_and_the_report_counts_them():
     saved = [v for _, _, _, v in keep.seen[0][0]]
     for got, want in zip(saved, [w, frozen, small, big]):
         assert torch.equal(got, want.detach())
+
+
+def test_a_weight_saved_as_a_view_of_itself_stays_where_it_is():
+    torch = torch_or_skip()
+    offload = sluice.OffloadActivations(min_bytes=1, _host_executor={})
+    layer = torch.nn.Linear(64, 64, bias=False)  # saves its input and weight.t(), a view of the Parameter
+    leaf = torch.randn(4, 64, requires_grad=True)
+    x = leaf * 1  # requires grad, not a leaf: mm saves it and weight.t() for the backward
+    with offload:
+        y = layer(x)
+    r = offload.last_step
+    assert r.weights == 1 and r.offloaded_tensors == 1 and r.offloaded_bytes == x.numel() * x.element_size()
+    y.sum().backward()
+    assert torch.equal(layer.weight.grad, torch.ones(4, 64).t() @ leaf.detach())
+    assert torch.equal(leaf.grad, torch.ones(4, 64) @ layer.weight.detach())
 
 
 def test_dtypes_shapes_strides_and_views_come_back_as_saved():
