@@ -258,9 +258,18 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
       }
       // The host waits for the lane's last copy; a copy the device failed shows here.
       if (put > 0) executor.host_wait(ring.plan().op(put - 1, Step::ready).ref);
-      if (const auto failed = executor.failure()) throw std::runtime_error("a copy failed: " + failed->what);
+      if (const auto failed = executor.failure())
+        throw RingError(failed->at.position, failed->at.position, failed->at.step, "a copy failed: " + failed->what);
     }
     ledger.copied(put, put_bytes);
+  } catch (const RingError& e) {
+    // A copy that failed on the copy lane shows at a later take or at the end: its own chunk is
+    // the one named, and only the chunks before it on this lane were copied (the lane runs in order).
+    const std::size_t failed = std::min(e.position(), put);
+    std::uint64_t before = 0;
+    for (std::size_t i = 0; i < failed; ++i) before += chunks[lane + i * lanes].bytes();
+    ledger.copied(failed, before);
+    ledger.failed(lane + failed * lanes, std::current_exception());
   } catch (...) {
     // The ring is stopped by now: the copies of the chunks put before `at` ran.
     ledger.copied(put, put_bytes);

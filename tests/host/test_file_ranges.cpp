@@ -240,6 +240,30 @@ TEST(FileRanges, AFailedReadNamesHowFarTheRunGotAndLeavesNothingRunning) {
   expect_nothing_held(*lanes.made[0]);
 }
 
+// A copy that fails on the copy lane shows at a later take: the error names
+// its own chunk, not the one being read then.
+TEST(FileRanges, ACopyThatFailsIsNamedAtItsOwnChunk) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 10 * 4096);
+  std::vector<std::byte> to(10 * 4096, poison);
+  const FileRange range{0, to.size(), to.data()};
+  Lanes lanes({.jitter_us = 100, .seed = 6});
+  lanes.setup = [](std::size_t, HostRingExecutor& e) { e.inject({{4, Step::copy}}); };
+  within(std::chrono::seconds(30), "a file read whose copy fails", [&] {
+    try {
+      read_file_ranges(path, {&range, 1}, lanes.make(), {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = 1});
+      FAIL() << "the failed copy was not reported";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("chunk 4 of 10 (file bytes 16384..20480); 4 other chunks (16384 bytes) were copied"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+  std::vector<std::byte> first(to.begin(), to.begin() + 4 * 4096);
+  EXPECT_EQ(wrong(first, 0), 0u);
+  expect_nothing_held(*lanes.made[0]);
+}
+
 // On several lanes a failure stops them all: the chunk that failed is named,
 // the others are on the device whole or not at all, as many as the error says.
 TEST(FileRanges, AFailedReadOnOneLaneStopsEveryLaneAndEachChunkIsWholeOrUntouched) {
