@@ -1,0 +1,259 @@
+"""sluice.StreamedLayers in training: the forward keeps no block's weights, the backward streams them in
+again (last block first) and the gradients go to the host parameters' .grad, where an optimizer over
+them steps them. Most tests run the ring on its host executor (_host_executor), where the blocks run the
+same CPU kernels as the plain model, so losses, gradients and weights compare bitwise; the last ones run
+on the GPU."""
+import copy
+import warnings
+
+import pytest
+
+import sluice
+from conftest import gpu, torch_or_skip
+from streamed_cases import HOST, Probe, _blocks, _gpu_blocks, _run
+
+
+def _loss(blocks, x, order=None):
+    return (_run(blocks, x, order) ** 2).mean()
+
+
+def _xs(count, width=32):
+    return [torch_or_skip().randn(4, width, generator=torch_or_skip().Generator().manual_seed(s)) for s in range(count)]
+
+
+def _same(a, b):
+    """The parameters of two module lists and their gradients, bitwise."""
+    return all(torch_or_skip().equal(p, q) and (p.grad is None) == (q.grad is None)
+               and (p.grad is None or torch_or_skip().equal(p.grad, q.grad)) for p, q in zip(a.parameters(), b.parameters()))
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 6])
+def test_training_steps_equal_the_blocks_resident_bitwise(ahead):
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=ahead, _host_executor=HOST)
+    optimizers = [torch.optim.AdamW(b.parameters(), lr=1e-2) for b in (blocks, ref)]  # both over host tensors
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the forward, then the backward: the order the ring has
+        for x in _xs(4):
+            losses = [_loss(b, x) for b in (blocks, ref)]
+            for loss in losses:
+                loss.backward()
+            assert torch.equal(*losses)
+            assert all(not p.grad.is_cuda for p in blocks.parameters())
+            assert _same(blocks, ref)
+            for o in optimizers:
+                o.step()
+                o.zero_grad(set_to_none=True)
+            assert _same(blocks, ref)  # the next forward streams the stepped weights
+    with torch.no_grad():
+        x = _xs(1)[0]
+        assert torch.equal(_run(blocks, x), _run(ref, x))  # inference after training
+    streamed.remove()
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_gradients_accumulate_over_backwards_as_autograd_accumulates_them(set_to_none):
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    for step in range(2):
+        for x in _xs(3):  # three micro-batches, one backward each
+            for b in (blocks, ref):
+                _loss(b, x).backward()
+        assert _same(blocks, ref)
+        for b in (blocks, ref):
+            b.zero_grad(set_to_none=set_to_none)
+    x, y = _xs(2)
+    for b in (blocks, ref):  # two forwards, one backward of both: the ring starts afresh for the second
+        (_loss(b, x) + _loss(b, y)).backward()
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+def test_frozen_parameters_get_no_gradient_and_the_others_theirs():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    for b in blocks:
+        b[3].weight.requires_grad_(False)  # a frozen LayerNorm weight in every block
+    blocks[1].requires_grad_(False)  # and a frozen block, that the backward runs through
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    optimizers = [torch.optim.SGD([p for p in b.parameters() if p.requires_grad], lr=0.1) for b in (blocks, ref)]
+    for x in _xs(3):
+        for b, o in zip((blocks, ref), optimizers):
+            _loss(b, x).backward()
+        assert _same(blocks, ref)
+        assert blocks[0][3].weight.grad is None and blocks[1][0].weight.grad is None
+        assert blocks[0][0].weight.grad is not None
+        for o in optimizers:
+            o.step()
+            o.zero_grad()
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+def test_the_module_sees_the_rings_memory_in_a_recorded_forward_and_its_parameters_after():
+    torch = torch_or_skip()
+    blocks = Probe.blocks(torch, 4)
+    host = [b.weight for b in blocks]
+    streamed = sluice.StreamedLayers(blocks, ahead=1, _host_executor=HOST)
+    out = _run(blocks, torch.zeros(1, requires_grad=True))
+    for k, b in enumerate(blocks):
+        assert [(w, bias) for w, bias, _ in b.seen] == [(k, -k)]
+        assert b.seen[0][2] != host[k].data_ptr()  # it ran on the ring's copy
+        assert b.weight is host[k] and b.weight.data_ptr() == host[k].data_ptr()
+    out.sum().backward()
+    streamed.remove()
+
+
+def test_the_backward_holds_no_more_weights_than_the_rings_slots():
+    # Autograd saves the weights a block's operations read; saved as they are, they would keep every
+    # block's memory until the backward. They go as tokens and come back through the ring.
+    torch = torch_or_skip()
+    from sluice import streamed as module
+    blocks = _blocks(torch, count=8)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    taken = []  # a weak reference to the memory of each block the ring hands over
+    take = module._Ring.take
+
+    def counting_take(ring):
+        got = take(ring)
+        taken.append(ring.last[1])
+        return got
+
+    def live():
+        return sum(r() is not None for r in taken)
+
+    module._Ring.take = counting_take
+    try:
+        seen = []
+        for x in _xs(2):
+            y = x
+            for b in blocks:
+                y = b(y)
+                y.register_hook(lambda g: seen.append(live()))  # runs in the backward, as the block's turn comes
+            after_forward = live()
+            (y ** 2).mean().backward()
+            assert after_forward <= 1, after_forward
+    finally:
+        module._Ring.take = take
+    assert len(seen) == 16 and max(seen) <= streamed.ahead + 1, seen
+    assert len(taken) == 2 * 2 * 8  # each block's weights streamed twice a step: the forward, the backward
+    streamed.remove()
+
+
+def test_an_exception_in_the_backward_leaves_the_blocks_usable():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+
+    class Boom(Exception):
+        pass
+
+    def fail(grad):
+        raise Boom()
+
+    x, y = _xs(2)
+    out = x
+    for k, b in enumerate(blocks):
+        out = b(out)
+        if k == 3:
+            out.register_hook(fail)  # in the middle of the backward, blocks 5 and 4 done
+    with pytest.raises(Boom):
+        (out ** 2).mean().backward()
+    for p in blocks.parameters():
+        p.grad = None  # what autograd had put there before the exception, dropped
+    for b in (blocks, ref):
+        _loss(b, y).backward()
+    assert _same(blocks, ref)
+    with torch.no_grad():
+        assert torch.equal(_run(blocks, x), _run(ref, x))
+    streamed.remove()
+
+
+def test_an_exception_in_a_recorded_forward_leaves_the_blocks_usable():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    failing = [True]
+
+    def fail(module, args):
+        if failing[0]:
+            raise RuntimeError("boom")
+
+    blocks[2][2].register_forward_pre_hook(fail)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    x = _xs(1)[0]
+    with pytest.raises(RuntimeError, match="boom"):
+        _loss(blocks, x)
+    failing[0] = False
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+@gpu
+def test_on_the_gpu_training_steps_equal_the_model_resident_bitwise():
+    # The reference runs its forward and backward resident on the GPU (the same kernels), and its
+    # optimizer on a host copy of its weights, as the streamed blocks' optimizer runs on theirs (the
+    # CPU's SGD and the GPU's round differently), copied back onto the GPU after each step.
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=6, width=512)
+    master = copy.deepcopy(blocks)
+    ref = copy.deepcopy(blocks).cuda()
+    streamed = sluice.StreamedLayers(blocks, ahead=2)
+    optimizers = [torch.optim.SGD(b.parameters(), lr=0.05) for b in (blocks, master)]
+    for step in range(3):
+        xs = [torch.randn(8, 512, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        for x in xs:  # two micro-batches: the second backward adds to .grad
+            losses = [_loss(b, x) for b in (blocks, ref)]
+            for loss in losses:
+                loss.backward()
+            assert torch.equal(*losses), step
+        for p, q, m in zip(blocks.parameters(), ref.parameters(), master.parameters()):
+            assert p.grad.is_pinned() and not p.grad.is_cuda
+            assert torch.equal(p.grad, q.grad.cpu()), float((p.grad.float() - q.grad.float().cpu()).abs().max())
+            m.grad = q.grad.cpu()
+        for o in optimizers:
+            o.step()
+            o.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for q, m in zip(ref.parameters(), master.parameters()):
+                q.copy_(m)
+        assert all(torch.equal(p, m) for p, m in zip(blocks.parameters(), master.parameters()))
+    streamed.remove()
+
+
+@gpu
+def test_on_the_gpu_the_backward_holds_the_rings_slots_and_the_gradients_of_a_block_or_two():
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=8, width=2048)  # 64 MiB a block, built on the host
+    block_bytes = sum(p.numel() * p.element_size() for p in blocks[0].parameters())
+    x = torch.randn(8, 2048, device="cuda", dtype=torch.bfloat16)
+    streamed = sluice.StreamedLayers(blocks, ahead=2)
+    _loss(blocks, x).backward()  # warm: cuBLAS's workspace, the pools
+    blocks.zero_grad(set_to_none=True)
+
+    def ring_pool():  # the ring's slots live in the device's default pool (cudaMallocAsync), apart from torch's
+        return sluice._sluice._ring_pool_memory(streamed.device)
+
+    loss = _loss(blocks, x)
+    torch.cuda.synchronize()
+    before, pool_before = torch.cuda.memory_allocated(), ring_pool()["used"]
+    torch.cuda.reset_peak_memory_stats()
+    sluice._sluice._ring_pool_memory(streamed.device, reset=True)
+    loss.backward()
+    torch.cuda.synchronize()
+    grads = torch.cuda.max_memory_allocated() - before
+    # Kept on the device, the gradients alone would take 8 blocks. Here: the block's gradients being
+    # made and the block's before being copied out, the activations' gradients (a few MiB).
+    assert grads <= 2 * block_bytes + (16 << 20), (grads, block_bytes)
+    assert ring_pool()["used_high"] - pool_before <= streamed.device_bytes + 3 * (2 << 20)
+    assert all(p.grad is not None and not p.grad.is_cuda for p in blocks.parameters())
+    streamed.remove()
