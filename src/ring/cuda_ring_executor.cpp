@@ -174,6 +174,9 @@ ConsumerLane CudaRingExecutor::copy_lane() const {
 
 void CudaRingExecutor::take(const RingOp& op, ConsumerLane lane) {
   std::lock_guard lock(mutex_);
+  // The copy lane as its own consumer (copy_lane()): its ready is behind it in its own order, and
+  // the slot's memory is freed there already. No API call: a file's lanes take a chunk every 2 MiB.
+  if (stream_of(lane) == s_->copy.view().get()) return;
   const DeviceScope scope(device_);
   const Event& ready = s_->ready.at(op.device_slot);
   // A position already on the device needs no wait: one operation less on the step's stream.
@@ -183,6 +186,9 @@ void CudaRingExecutor::take(const RingOp& op, ConsumerLane lane) {
 
 void CudaRingExecutor::release(const RingOp& op, ConsumerLane lane) {
   std::lock_guard lock(mutex_);
+  // On the copy lane itself the next copy into the slot follows the release in the stream's own
+  // order: no event to wait on (released_once stays false, so copy() waits on none).
+  if (stream_of(lane) == s_->copy.view().get()) return;
   const DeviceScope scope(device_);
   SLUICE_CUDA_CHECK(cudaEventRecord(s_->released.at(op.device_slot).get(), stream_of(lane)));
   s_->released_once.at(op.device_slot) = true;
