@@ -227,7 +227,7 @@ class LaneLedger {
 // while the copy lane carries the ones before, and ends once its last copy is
 // done. No lane waits on another: their consumer's lanes are their own copy
 // lanes, not one stream of the caller's (whose waits, in the order the lanes
-// took their chunks, held every lane to the slowest, at half the link).
+// took their chunks, would tie each lane to the others).
 void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, RingExecutor& executor,
               const FileReadOptions& options, LaneLedger& ledger) {
   const auto& chunks = file.chunks();
