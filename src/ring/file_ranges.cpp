@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -262,18 +263,29 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
         throw RingError(failed->at.position, failed->at.position, failed->at.step, "a copy failed: " + failed->what);
     }
     ledger.copied(put, put_bytes);
-  } catch (const RingError& e) {
-    // A copy that failed on the copy lane shows at a later take or at the end: its own chunk is
-    // the one named, and only the chunks before it on this lane were copied (the lane runs in order).
-    const std::size_t failed = std::min(e.position(), put);
-    std::uint64_t before = 0;
-    for (std::size_t i = 0; i < failed; ++i) before += chunks[lane + i * lanes].bytes();
-    ledger.copied(failed, before);
-    ledger.failed(lane + failed * lanes, std::current_exception());
   } catch (...) {
-    // The ring is stopped by now: the copies of the chunks put before `at` ran.
-    ledger.copied(put, put_bytes);
-    ledger.failed(at, std::current_exception());
+    // The ring is stopped by now: its copies ran up to the first that failed. A copy that failed
+    // on the copy lane shows later (at a take, at a stage waiting for its staging slot, or at the
+    // end): its own position is the one named, and only the positions before it on this lane
+    // (which runs in order) were copied. Else the chunk being put failed, or all were put.
+    std::optional<std::size_t> copy_failed;
+    try {
+      throw;
+    } catch (const RingError& e) {
+      copy_failed = e.position();
+    } catch (...) {
+    }
+    if (const auto lane_failure = executor.failure())
+      copy_failed = std::min(copy_failed.value_or(SIZE_MAX), lane_failure->at.position);
+    std::size_t copied = put, chunk = at;  // at: the chunk being put, or past the last once all were
+    if (copy_failed && *copy_failed < put) {
+      copied = *copy_failed;
+      chunk = lane + *copy_failed * lanes;
+    }
+    std::uint64_t before = 0;
+    for (std::size_t i = 0; i < copied; ++i) before += chunks[lane + i * lanes].bytes();
+    ledger.copied(copied, before);
+    ledger.failed(chunk, std::current_exception());
   }
 }
 
