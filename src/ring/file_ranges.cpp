@@ -239,7 +239,12 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
   r.staging_slots = options.staging;
   r.slot_bytes = 1;  // the chunks go to the caller's memory, never to a device slot
   std::size_t at = lane, put = 0;
-  std::uint64_t put_bytes = 0;
+  // The bytes of this lane's first n chunks.
+  const auto bytes_of_first = [&](std::size_t n) {
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) bytes += chunks[lane + i * lanes].bytes();
+    return bytes;
+  };
   try {
     {
       Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
@@ -251,7 +256,6 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
         Ring::Item item{.bytes = 1, .fill = [&](std::span<std::byte> slot) { file.read(c, slot.data()); }, .pieces = {}};
         for (const Chunk::Piece& p : c.pieces) item.pieces.push_back({nullptr, p.skip, p.bytes, p.to});
         ring.put(item);
-        put_bytes += c.bytes();
       }
       at = chunks.size();  // what fails from here on fails after the reads
       ring.close();
@@ -262,7 +266,7 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
       if (const auto failed = executor.failure())
         throw RingError(failed->at.position, failed->at.position, failed->at.step, "a copy failed: " + failed->what);
     }
-    ledger.copied(put, put_bytes);
+    ledger.copied(put, bytes_of_first(put));
   } catch (...) {
     // The ring is stopped by now: its copies ran up to the first that failed. A copy that failed
     // on the copy lane shows later (at a take, at a stage waiting for its staging slot, or at the
@@ -282,9 +286,7 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
       copied = *copy_failed;
       chunk = lane + *copy_failed * lanes;
     }
-    std::uint64_t before = 0;
-    for (std::size_t i = 0; i < copied; ++i) before += chunks[lane + i * lanes].bytes();
-    ledger.copied(copied, before);
+    ledger.copied(copied, bytes_of_first(copied));
     ledger.failed(chunk, std::current_exception());
   }
 }
