@@ -184,6 +184,26 @@ def main():
         thread.join()
         return read, max(rates)
 
+    def lane_summary(load):
+        """Where one more load's time went: its setup (header, tensors, cache check) and its read, and
+        the lanes' share of the read spent in pread and waiting for their staging slots' copies."""
+        warm_cache(path)
+        poison()
+        report = {}
+        verify(load(report))
+        lanes = report["lanes"]
+        span = max(lane["finished_seconds"] for lane in lanes)
+        s = {"setup_ms": report["setup_seconds"] * 1e3, "read_ms": report["read_seconds"] * 1e3, "lanes": len(lanes),
+             "chunks_min": min(lane["chunks"] for lane in lanes), "chunks_max": max(lane["chunks"] for lane in lanes),
+             "reading_share": sum(lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
+             "waiting_share": sum(lane["putting_seconds"] - lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
+             "first_lane_done_ms": min(lane["finished_seconds"] for lane in lanes) * 1e3, "last_lane_done_ms": span * 1e3}
+        print(f"  one load's lanes: setup {s['setup_ms']:.1f} ms, read {s['read_ms']:.1f} ms on {s['lanes']} lanes "
+              f"({s['chunks_min']}-{s['chunks_max']} chunks each); in pread {s['reading_share']:.0%} of the lanes' time, "
+              f"waiting for staging slots {s['waiting_share']:.0%}; lanes done at {s['first_lane_done_ms']:.1f}-"
+              f"{s['last_lane_done_ms']:.1f} ms", flush=True)
+        return s
+
     rows = []
 
     def row(name, samples, read_gbps, where, joint_gbps=None):
@@ -209,6 +229,7 @@ def main():
     best_chunk = min(sweep, key=sweep.get)
     row("sluice.load_file (direct='auto': cached)", timed(lambda: sluice.load_file(path, dev), a.repeats), cached_read,
         "page cache", joint)
+    lanes = lane_summary(lambda report: sluice.load_file(path, dev, _report=report))
     row(f"sluice.load_file(chunk_mib={best_chunk}) (best of sweep)",
         timed(lambda: sluice.load_file(path, dev, chunk_mib=best_chunk), a.repeats), cached_read, "page cache", joint)
     if st is not None:
@@ -238,7 +259,7 @@ def main():
     st_cached = by.get(("page cache", "safetensors.torch.load_file(device='cuda')"))
     summary = {"data_gb": data_bytes / GB, "link_gbps": link_gbps, "cached_read_gbps": cached_read,
                "joint_read_gbps": joint_read, "joint_link_gbps": joint_link, "direct_read_gbps": direct_read, "buffered_cold_read_gbps": buffered_cold, "chunk_sweep_ms": sweep,
-               "rows": rows, "device": torch.cuda.get_device_name(0)}
+               "lanes_of_one_load": lanes, "rows": rows, "device": torch.cuda.get_device_name(0)}
     if st_cached:
         summary["x_vs_safetensors_page_cache"] = st_cached["ms"] / by[("page cache", "sluice.load_file (direct='auto': cached)")]["ms"]
     with open(a.out, "w") as f:

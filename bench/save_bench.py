@@ -8,12 +8,12 @@
      measured in this run: pinned D2H copies of 256 MiB (best of 5), and the file's bytes written
      from a page-locked buffer by 4 or 8 threads into reserved blocks, then fsync (best of 4). Every file is read back on
      the GPU (sluice.load_file, or torch.load) and compared bitwise.
-  B  a training loop (an MLP of Linear(8192, 8192) bf16 layers: 2 GiB of weights; --quick: 1 GiB;
-     SGD) with a background save of its weights in flight: the step time while the save runs
+  B  a training loop (an MLP of Linear(8192, 8192) bf16 layers, 128 MiB each: 32 layers, 4 GiB of
+     weights, by default; --quick: 8, 1 GiB; SGD) with a background save of its weights in flight: the step time while the save runs
      beside the step time without one (target: at most 5 % slower); the saved file is compared
      with a copy of the weights taken at the call.
 
-  python3 bench/save_bench.py [--quick] [--dir .] [--out save.json]
+  python3 bench/save_bench.py [--quick] [--layers 32] [--dir .] [--out save.json]
 
 Files go to --dir (the file system measured) and are removed at the end.
 """
@@ -33,6 +33,7 @@ GB = 1e9
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="1 GiB, fewer steps")
+    p.add_argument("--layers", type=int, default=None, help="B's layers of 128 MiB (default 32: 4 GiB; --quick: 8)")
     p.add_argument("--dir", default=".", help="where the files are written (and removed)")
     p.add_argument("--out", default=None, help="the rows as JSON")
     a = p.parse_args()
@@ -43,7 +44,7 @@ def main():
     import sluice
     torch.manual_seed(0)
     rows = workload_a(torch, sluice, a.dir, gib=1 if a.quick else 3)
-    train = workload_b(torch, sluice, a.dir, layers=8 if a.quick else 16, steps=30 if a.quick else 60)
+    train = workload_b(torch, sluice, a.dir, layers=a.layers or (8 if a.quick else 32), steps=30 if a.quick else 60)
     print()
     print(f"{'A: save bf16 CUDA tensors':40} {'ms':>9} {'GB/s':>7} {'bound ms':>9} {'effic.':>7}  check")
     for r in rows:

@@ -55,6 +55,9 @@ class CudaCopies:
     def done(self, event):
         return event.query()
 
+    def host_wait(self, event):
+        event.synchronize()  # the GIL released while it waits
+
     def also_used_on(self, tensor, stream):
         tensor.record_stream(stream)
 
@@ -82,6 +85,7 @@ class HostCopies:
         self.torch, self.lag, self.buffer_bytes = torch, lag, buffer_bytes
         self.log = []
         self.host_allocations = 0
+        self.host_waits = 0
 
     def is_device(self, tensor):
         return tensor.device.type == "cpu"
@@ -109,6 +113,10 @@ class HostCopies:
 
     def done(self, event):
         return event.query()
+
+    def host_wait(self, event):
+        self.host_waits += 1
+        event.lag = 0
 
     def also_used_on(self, tensor, stream):
         pass

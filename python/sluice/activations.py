@@ -49,7 +49,9 @@ class OffloadActivations:
     Inside `with`, every tensor autograd saves for the backward that lies on `device` and holds at
     least `min_bytes` is copied to page-locked host memory on a copy stream of its own, which
     waits for the forward's stream on the GPU (never the host); the forward's tensor is let go as
-    soon as that copy has run, so its memory returns to torch's allocator. Parameters (leaves that
+    soon as that copy has run, so its memory returns to torch's allocator. With 2 x `ahead`
+    tensors on their way out, the host waits for the oldest copy before it saves one more: a host
+    far ahead of the GPU would otherwise keep all it saved meanwhile on the device. Parameters (leaves that
     require grad, and views of them such as the weight.t() Linear saves) stay where they are, as do
     smaller tensors and those on other devices. Under
     autocast the low-precision copies of the weights are activations like any other.
@@ -213,6 +215,13 @@ class OffloadActivations:
         with self._lock:
             self._drain()
             self._let_go_read()
+            # A host far ahead of the GPU (a forward enqueued long before the GPU runs it) would keep
+            # every tensor saved meanwhile in device memory until its copy out ran, and save none:
+            # past 2 x ahead tensors on their way out, it waits for the oldest copy. It waits only
+            # while it is that far ahead; the GPU runs the work already enqueued meanwhile.
+            while len(self._reading) >= 2 * self._ahead:
+                self._copies.host_wait(self._reading[0][0])
+                self._let_go_read()
             return step.offload(tensor, nbytes)
 
     def _unpack(self, saved):

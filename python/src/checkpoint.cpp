@@ -74,10 +74,21 @@ void bind_checkpoint(py::module_& m) {
           report = ring::read_file_ranges(path, spans, make_executor,
                                           read_options(chunk_bytes, staging, threads, direct));
         }
+        py::list lanes;
+        for (const ring::LaneReport& l : report.lanes) {
+          py::dict lane;
+          lane["chunks"] = l.chunks;
+          lane["bytes"] = l.bytes;
+          lane["reading_seconds"] = l.reading_seconds;
+          lane["putting_seconds"] = l.putting_seconds;
+          lane["finished_seconds"] = l.finished_seconds;
+          lanes.append(lane);
+        }
         py::dict d;
         d["bytes"] = report.bytes;
         d["chunks"] = report.chunks;
         d["direct"] = report.direct;
+        d["lanes"] = lanes;
         return d;
       },
       py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,

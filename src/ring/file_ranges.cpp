@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <exception>
 #include <memory>
@@ -174,11 +175,14 @@ std::size_t file_read_lanes(const FileReadOptions& options, std::size_t chunks) 
 
 namespace {
 
-// What the lanes of one read share: which chunk failed first, and what was copied.
+// What the lanes of one read share: the next chunk to read, which chunk failed first, and what was copied.
 class LaneLedger {
  public:
   explicit LaneLedger(std::size_t chunks) : chunks_(chunks) {}
   bool stopping() const { return stopping_.load(std::memory_order_relaxed); }
+  // The next chunk no lane has taken yet; the chunk count once all are taken. A lane that is
+  // slowed (descheduled, its reads slower) takes fewer: no lane's share ends the read late.
+  std::size_t next_chunk() { return std::min(next_.fetch_add(1, std::memory_order_relaxed), chunks_); }
   void copied(std::size_t chunks, std::uint64_t bytes) {
     std::lock_guard lock(mutex_);
     copied_chunks_ += chunks;
@@ -214,6 +218,7 @@ class LaneLedger {
 
  private:
   std::size_t chunks_;
+  std::atomic<std::size_t> next_ = 0;
   std::atomic<bool> stopping_ = false;
   mutable std::mutex mutex_;
   std::size_t failed_at_ = SIZE_MAX;
@@ -222,15 +227,19 @@ class LaneLedger {
   std::uint64_t copied_bytes_ = 0;
 };
 
-// One lane: chunks lane, lane + lanes, ... through a ring of its own on its
-// own executor (a copy stream of its own on a GPU). Its thread is both ends:
-// it takes what put() would wait for, reads each chunk into a staging slot
-// while the copy lane carries the ones before, and ends once its last copy is
-// done. No lane waits on another: their consumer's lanes are their own copy
-// lanes, not one stream of the caller's (whose waits, in the order the lanes
-// took their chunks, would tie each lane to the others).
-void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, RingExecutor& executor,
-              const FileReadOptions& options, LaneLedger& ledger) {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One lane: a thread with a ring of its own on an executor of its own (a copy
+// stream of its own on a GPU) that takes the next chunk no lane has taken
+// until none is left. Its thread is both ends: it takes what put() would wait
+// for, reads each chunk into a staging slot while the copy lane carries the
+// ones before, and ends once its last copy is done. No lane waits on another:
+// their consumer's lanes are their own copy lanes, not one stream of the
+// caller's (whose waits, in the order the lanes took their chunks, would tie
+// each lane to the others).
+LaneReport run_lane(const ChunkedFile& file, RingExecutor& executor, const FileReadOptions& options, LaneLedger& ledger,
+                    Clock::time_point start) {
   const auto& chunks = file.chunks();
   RingOptions r;
   r.items = RingOptions::unbounded;
@@ -238,11 +247,12 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
   r.held = 1;
   r.staging_slots = options.staging;
   r.slot_bytes = 1;  // the chunks go to the caller's memory, never to a device slot
-  std::size_t at = lane, put = 0;
-  // The bytes of this lane's first n chunks.
+  std::vector<std::size_t> mine;      // the chunks this lane put, by its ring's positions
+  std::optional<std::size_t> reading;  // the chunk being put
+  LaneReport report;
   const auto bytes_of_first = [&](std::size_t n) {
     std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < n; ++i) bytes += chunks[lane + i * lanes].bytes();
+    for (std::size_t i = 0; i < n; ++i) bytes += chunks[mine[i]].bytes();
     return bytes;
   };
   try {
@@ -250,23 +260,38 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
       Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
       // Nothing reads the chunks on a consumer's stream: the host waits for the last copy below.
       const ConsumerLane consumer = executor.copy_lane();
-      for (; at < chunks.size() && !ledger.stopping(); at += lanes, ++put) {
-        if (put >= options.ahead) ring.take(consumer);
+      while (!ledger.stopping()) {
+        const std::size_t at = ledger.next_chunk();
+        if (at == chunks.size()) break;
+        if (mine.size() >= options.ahead) ring.take(consumer);
+        reading = at;
         const Chunk& c = chunks[at];
-        Ring::Item item{.bytes = 1, .fill = [&](std::span<std::byte> slot) { file.read(c, slot.data()); }, .pieces = {}};
+        Ring::Item item{.bytes = 1,
+                        .fill =
+                            [&](std::span<std::byte> slot) {
+                              const Clock::time_point t = Clock::now();
+                              file.read(c, slot.data());
+                              report.reading_seconds += seconds_since(t);
+                            },
+                        .pieces = {}};
         for (const Chunk::Piece& p : c.pieces) item.pieces.push_back({nullptr, p.skip, p.bytes, p.to});
+        const Clock::time_point t = Clock::now();
         ring.put(item);
+        report.putting_seconds += seconds_since(t);
+        mine.push_back(at);
+        reading.reset();
       }
-      at = chunks.size();  // what fails from here on fails after the reads
       ring.close();
       while (ring.take(consumer)) {
       }
       // The host waits for the lane's last copy; a copy the device failed shows here.
-      if (put > 0) executor.host_wait(ring.plan().op(put - 1, Step::ready).ref);
+      if (!mine.empty()) executor.host_wait(ring.plan().op(mine.size() - 1, Step::ready).ref);
       if (const auto failed = executor.failure())
         throw RingError(failed->at.position, failed->at.position, failed->at.step, "a copy failed: " + failed->what);
     }
-    ledger.copied(put, bytes_of_first(put));
+    report.chunks = mine.size();
+    report.bytes = bytes_of_first(mine.size());
+    ledger.copied(report.chunks, report.bytes);
   } catch (...) {
     // The ring is stopped by now: its copies ran up to the first that failed. A copy that failed
     // on the copy lane shows later (at a take, at a stage waiting for its staging slot, or at the
@@ -281,14 +306,18 @@ void run_lane(const ChunkedFile& file, std::size_t lane, std::size_t lanes, Ring
     }
     if (const auto lane_failure = executor.failure())
       copy_failed = std::min(copy_failed.value_or(SIZE_MAX), lane_failure->at.position);
-    std::size_t copied = put, chunk = at;  // at: the chunk being put, or past the last once all were
-    if (copy_failed && *copy_failed < put) {
+    std::size_t copied = mine.size(), chunk = reading.value_or(chunks.size());  // past the last: after the reads
+    if (copy_failed && *copy_failed < mine.size()) {
       copied = *copy_failed;
-      chunk = lane + *copy_failed * lanes;
+      chunk = mine[*copy_failed];
     }
-    ledger.copied(copied, bytes_of_first(copied));
+    report.chunks = copied;
+    report.bytes = bytes_of_first(copied);
+    ledger.copied(report.chunks, report.bytes);
     ledger.failed(chunk, std::current_exception());
   }
+  report.finished_seconds = seconds_since(start);
+  return report;
 }
 
 }  // namespace
@@ -297,16 +326,18 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
                                 const MakeExecutor& make_executor, const FileReadOptions& options) {
   const ChunkedFile file(path, ranges, options);
   const auto& chunks = file.chunks();
-  FileReadReport report{0, chunks.size(), file.direct()};
+  FileReadReport report{0, chunks.size(), file.direct(), {}};
   if (chunks.empty()) return report;
   const std::size_t lanes = file_read_lanes(options, chunks.size());
   std::vector<std::shared_ptr<RingExecutor>> executors;
   for (std::size_t k = 0; k < lanes; ++k) executors.push_back(make_executor(k));
   LaneLedger ledger(chunks.size());
+  report.lanes.resize(lanes);
+  const Clock::time_point start = Clock::now();
   {
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < lanes; ++k)
-      threads.emplace_back([&, k] { run_lane(file, k, lanes, *executors[k], options, ledger); });
+      threads.emplace_back([&, k] { report.lanes[k] = run_lane(file, *executors[k], options, ledger, start); });
   }
   ledger.rethrow(file);
   for (const Chunk& c : chunks) report.bytes += c.bytes();
@@ -318,17 +349,19 @@ FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::
   const ChunkedFile file(path, ranges, options);
   if (buffer.size() < options.chunk_bytes) throw std::invalid_argument("file read: the buffer is smaller than a chunk");
   const auto& chunks = file.chunks();
-  FileReadReport report{0, chunks.size(), file.direct()};
+  FileReadReport report{0, chunks.size(), file.direct(), {}};
   // As read_file_ranges reads, with no copy: each lane into its own chunk of the buffer.
   const std::size_t lanes = std::min(file_read_lanes(options, chunks.size()), buffer.size() / options.chunk_bytes);
   std::mutex mutex;
   std::exception_ptr error;
+  std::atomic<std::size_t> next = 0;  // the next chunk no lane has taken, as read_file_ranges deals them
   {
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < lanes; ++k)
       threads.emplace_back([&, k] {
         try {
-          for (std::size_t at = k; at < chunks.size(); at += lanes) file.read(chunks[at], buffer.data() + k * options.chunk_bytes);
+          for (std::size_t at; (at = next.fetch_add(1, std::memory_order_relaxed)) < chunks.size();)
+            file.read(chunks[at], buffer.data() + k * options.chunk_bytes);
         } catch (...) {
           std::lock_guard lock(mutex);
           if (!error) error = std::current_exception();

@@ -2,8 +2,9 @@
 // Byte ranges of a file read into the caller's device memory through
 // page-locked staging slots: the file is cut into chunks, and each of several
 // lanes - a thread with a ring of its own on an executor of its own (a copy
-// stream of its own on a GPU) - preads its chunks in turn into its staging
-// slots while its copy lane carries the ones before to the device. The file
+// stream of its own on a GPU) - takes the next chunk no lane has taken, preads
+// it into one of its staging slots while its copy lane carries the ones before
+// to the device, until none is left (a lane slowed down takes fewer). The file
 // crosses host memory once, and the reads and the link run at the same time.
 // Ranges that follow each other closely in the file (a safetensors
 // checkpoint's tensors, each into its own memory) share chunks. Host-only: it
@@ -25,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "ring/ring_executor.hpp"
 
@@ -46,10 +48,22 @@ struct FileReadOptions {
   bool direct = false;
 };
 
+// Where one lane's time went: which engine held the read back. Reading most
+// of the time, the storage (or the page cache's copies); putting well beyond
+// reading, the link (each put waits for its staging slot's last copy).
+struct LaneReport {
+  std::size_t chunks = 0;         // copied whole
+  std::uint64_t bytes = 0;        // of those chunks
+  double reading_seconds = 0;     // in pread
+  double putting_seconds = 0;     // handing chunks to the ring: the reads, and the waits for staging slots
+  double finished_seconds = 0;    // from the read's start until the lane's last copy was done
+};
+
 struct FileReadReport {
   std::uint64_t bytes = 0;  // copied to the caller's memory
   std::size_t chunks = 0;
   bool direct = false;      // whether the file system took O_DIRECT
+  std::vector<LaneReport> lanes;  // read_file_ranges' lanes
 };
 
 // Makes lane k's executor, before any read.

@@ -126,6 +126,26 @@ def test_small_tensors_and_parameters_stay_and_the_report_counts_them():
         assert torch.equal(got, want.detach())
 
 
+def test_a_host_far_ahead_of_the_copies_out_waits_for_them_past_twice_ahead():
+    # Copies whose events never come done by themselves: the host is far ahead of the GPU. Without a
+    # bound every tensor saved would stay in device memory until its copy ran.
+    torch = torch_or_skip()
+    offload = sluice.OffloadActivations(min_bytes=1, ahead=2, _host_executor={"lag": 10**6, **SMALL})
+    keep = Keep(torch, offload)
+    tensors = [torch.full((50,), float(k)) for k in range(10)]
+    x = torch.zeros(1, requires_grad=True)
+    on_the_way = []
+    with offload:
+        for t in tensors:
+            x = keep.apply(x, t)
+            on_the_way.append(len(offload._reading))
+    assert max(on_the_way) == 4, on_the_way  # 2 x ahead
+    assert offload._copies.host_waits == 6
+    x.sum().backward()
+    for k, t in enumerate(tensors):
+        assert torch.equal(keep.seen[k][0][0][3], t)
+
+
 def test_a_weight_saved_as_a_view_of_itself_stays_where_it_is():
     torch = torch_or_skip()
     offload = sluice.OffloadActivations(min_bytes=1, _host_executor={})

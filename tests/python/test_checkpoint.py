@@ -45,8 +45,13 @@ def test_every_dtype_and_shape_comes_back_as_stored(tmp_path):
     torch = torch_or_skip()
     want = _tensors(torch, big=True)
     _write(tmp_path / "m.safetensors", torch, want, metadata={"format": "pt"})
-    got = sluice.load_file(tmp_path / "m.safetensors", _host_executor=HOST, chunk_mib=1, threads=3)
+    report = {}
+    got = sluice.load_file(tmp_path / "m.safetensors", _host_executor=HOST, chunk_mib=1, threads=3, _report=report)
     _check_same(torch, got, want)
+    # The report's lanes account for every byte and every chunk.
+    assert sum(lane["bytes"] for lane in report["lanes"]) == report["bytes"] == sum(t.numel() * t.element_size() for t in want.values())
+    assert sum(lane["chunks"] for lane in report["lanes"]) == report["chunks"]
+    assert all(lane["finished_seconds"] >= lane["putting_seconds"] >= lane["reading_seconds"] >= 0 for lane in report["lanes"])
     # Each tensor has memory of its own (as safetensors' loader gives), not a view of one block.
     assert len({t.data_ptr() for t in got.values() if t.numel()}) == sum(1 for t in want.values() if t.numel())
     header = sluice.read_header(tmp_path / "m.safetensors")
