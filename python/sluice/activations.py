@@ -49,9 +49,13 @@ class OffloadActivations:
     Inside `with`, every tensor autograd saves for the backward that lies on `device` and holds at
     least `min_bytes` is copied to page-locked host memory on a copy stream of its own, which
     waits for the forward's stream on the GPU (never the host); the forward's tensor is let go as
-    soon as that copy has run, so its memory returns to torch's allocator. With 2 x `ahead`
-    tensors on their way out, the host waits for the oldest copy before it saves one more: a host
-    far ahead of the GPU would otherwise keep all it saved meanwhile on the device. Parameters (leaves that
+    soon as that copy has run, so its memory returns to torch's allocator. With `outgoing`
+    tensors on their way out (2 x `ahead` unless given), the host waits for the oldest copy before
+    it saves one more: a host far ahead of the GPU would otherwise keep all it saved meanwhile on
+    the device, and the peak would depend on how far ahead it ran. outgoing=None never waits: where
+    the link is slower than the compute, the forward then runs ahead of its copies out, and the
+    tensors not yet copied as it ends stay on the device for the backward (faster, a higher peak).
+    Parameters (leaves that
     require grad, and views of them such as the weight.t() Linear saves) stay where they are, as do
     smaller tensors and those on other devices. Under
     autocast the low-precision copies of the weights are activations like any other.
@@ -89,7 +93,7 @@ class OffloadActivations:
     without a GPU).
     """
 
-    def __init__(self, *, min_bytes=1 << 20, ahead=4, device=None, _host_executor=None):
+    def __init__(self, *, min_bytes=1 << 20, ahead=4, outgoing="2 x ahead", device=None, _host_executor=None):
         torch = self._torch = torch_or_none()
         if torch is None:
             raise RuntimeError("OffloadActivations offloads torch tensors and torch is not installed")
@@ -100,7 +104,11 @@ class OffloadActivations:
             raise ValueError(f"min_bytes must be a whole number of bytes, at least 1 (got {min_bytes!r})")
         if isinstance(ahead, bool) or not isinstance(ahead, int) or not 1 <= ahead <= _MOST_AHEAD:
             raise ValueError(f"ahead must be 1 to {_MOST_AHEAD} tensors (got {ahead!r})")
-        self._min_bytes, self._ahead = min_bytes, ahead
+        if outgoing == "2 x ahead":
+            outgoing = 2 * ahead
+        if outgoing is not None and (isinstance(outgoing, bool) or not isinstance(outgoing, int) or outgoing < 1):
+            raise ValueError(f"outgoing must be a whole number of tensors, at least 1, or None (got {outgoing!r})")
+        self._min_bytes, self._ahead, self._outgoing = min_bytes, ahead, outgoing
         if _host_executor is not None:
             self._copies = HostCopies(torch, **(_host_executor if isinstance(_host_executor, dict) else {}))
         else:
@@ -217,9 +225,9 @@ class OffloadActivations:
             self._let_go_read()
             # A host far ahead of the GPU (a forward enqueued long before the GPU runs it) would keep
             # every tensor saved meanwhile in device memory until its copy out ran, and save none:
-            # past 2 x ahead tensors on their way out, it waits for the oldest copy. It waits only
+            # past `outgoing` tensors on their way out, it waits for the oldest copy. It waits only
             # while it is that far ahead; the GPU runs the work already enqueued meanwhile.
-            while len(self._reading) >= 2 * self._ahead:
+            while self._outgoing is not None and len(self._reading) >= self._outgoing:
                 self._copies.host_wait(self._reading[0][0])
                 self._let_go_read()
             return step.offload(tensor, nbytes)

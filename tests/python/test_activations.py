@@ -146,6 +146,24 @@ def test_a_host_far_ahead_of_the_copies_out_waits_for_them_past_twice_ahead():
         assert torch.equal(keep.seen[k][0][0][3], t)
 
 
+@pytest.mark.parametrize("outgoing, most, waits", [(3, 3, 7), (None, 10, 0)])
+def test_outgoing_sets_how_many_tensors_the_host_lets_go_out_before_it_waits(outgoing, most, waits):
+    torch = torch_or_skip()
+    offload = sluice.OffloadActivations(min_bytes=1, ahead=2, outgoing=outgoing, _host_executor={"lag": 10**6, **SMALL})
+    keep = Keep(torch, offload)
+    tensors = [torch.full((50,), float(k)) for k in range(10)]
+    x = torch.zeros(1, requires_grad=True)
+    on_the_way = []
+    with offload:
+        for t in tensors:
+            x = keep.apply(x, t)
+            on_the_way.append(len(offload._reading))
+    assert (max(on_the_way), offload._copies.host_waits) == (most, waits), on_the_way
+    x.sum().backward()
+    for k, t in enumerate(tensors):
+        assert torch.equal(keep.seen[k][0][0][3], t)
+
+
 def test_a_weight_saved_as_a_view_of_itself_stays_where_it_is():
     torch = torch_or_skip()
     offload = sluice.OffloadActivations(min_bytes=1, _host_executor={})
@@ -374,6 +392,9 @@ def test_bad_options_are_refused_before_any_work():
     for bad in (0, 31, 2.0):
         with pytest.raises(ValueError, match="ahead"):
             sluice.OffloadActivations(ahead=bad, _host_executor={})
+    for bad in (0, -2, 1.5, True, "many"):
+        with pytest.raises(ValueError, match="outgoing"):
+            sluice.OffloadActivations(outgoing=bad, _host_executor={})
     if sluice.device_count() == 0:
         with pytest.raises(RuntimeError, match="no CUDA device"):
             sluice.OffloadActivations()
