@@ -31,9 +31,10 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=2, _ho
 
     The same tensors as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and
     bytes as stored, each tensor in memory of its own, in the order the file holds them - at the
-    link's speed: the file is cut into chunks of `chunk_mib`, and each of `threads` lanes (0: all
-    cores but two) preads its chunks in turn into page-locked slots that are reused while a copy
-    stream of its own carries the ones before to the tensors; the file crosses host memory once. With
+    link's speed: the file is cut into chunks of `chunk_mib`, and each of `threads` lanes (0: 12, or
+    all cores but two where fewer) takes the next chunk no lane has taken and preads it into one of
+    two page-locked slots that are reused while a copy stream of its own carries the one before to
+    the tensors; the file crosses host memory once. With
     direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
     for a file that is not cached and will not be read again, slower for one that is.
 

@@ -15,8 +15,8 @@
 // reads in pieces: such a ring waits at each chunk's end for its slowest
 // piece before the chunk's copy is enqueued, and reached half the link from
 // the page cache on an H100 host, where a bare program of independent lanes
-// of 2 MiB chunks reached 0.89-0.95 of it, and these lanes 0.85
-// (docs/measurements.md).
+// of 2 MiB chunks reached 0.89-0.95 of it, and these lanes 0.78-0.82 of it
+// through sluice.load_file (docs/measurements.md).
 //
 //   read_file_ranges("model.safetensors", {{begin, bytes, tensor_memory}, ...},
 //                    [](std::size_t) { return std::make_shared<CudaRingExecutor>(0); }, {});
