@@ -52,6 +52,9 @@
 #include "sluice/loader/token_shard.hpp"
 #include "sluice/loader/token_windows.hpp"
 
+// Checkpoints onto the GPU
+#include "sluice/weights/checkpoint.hpp"
+
 // The probe, the model and the tuner
 #include "sluice/measure/model.hpp"
 #include "sluice/measure/probe.hpp"

@@ -1,0 +1,83 @@
+#include "sluice/weights/checkpoint.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "ring/cuda_ring_executor.hpp"
+#include "ring/file_ranges.hpp"
+#include "sluice/core/device.hpp"
+#include "sluice/core/device_scope.hpp"
+#include "sluice/core/error.hpp"
+#include "weights/safetensors_header.hpp"
+
+namespace sluice {
+
+namespace {
+
+// Below this share of the data's pages in the page cache, Direct::automatic
+// reads past it: the same rule as sluice.load_file(direct="auto").
+constexpr double direct_below = 0.5;
+
+void check(const CheckpointOptions& o) {
+  if (o.chunk_bytes == 0 || o.chunk_bytes % 4096 != 0)
+    throw std::invalid_argument(
+        fmt::format("load_checkpoint: chunk_bytes ({}) must be a positive multiple of 4096", o.chunk_bytes));
+  using Direct = CheckpointOptions::Direct;
+  if (o.direct != Direct::automatic && o.direct != Direct::yes && o.direct != Direct::no)
+    throw std::invalid_argument("load_checkpoint: direct must be automatic, yes or no");
+}
+
+int device_of(const CheckpointOptions& o) {
+  if (o.device) return Device(*o.device).ordinal();  // std::invalid_argument for one that does not exist
+  int current = 0;
+  SLUICE_CUDA_CHECK(cudaGetDevice(&current));
+  return current;
+}
+
+}  // namespace
+
+const CheckpointTensor& Checkpoint::at(std::string_view name) const {
+  for (const CheckpointTensor& t : tensors)
+    if (t.name == name) return t;
+  throw std::out_of_range("checkpoint: no tensor named '" + std::string(name) + "'");
+}
+
+Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOptions& options) {
+  check(options);
+  const weights::SafetensorsHeader header = weights::read_safetensors_header(path.string());
+  const int device = device_of(options);
+
+  Checkpoint out;
+  out.metadata = header.metadata;
+  for (const weights::TensorEntry& e : header.tensors)
+    out.tensors.push_back({e.name, std::string(weights::to_string(e.dtype)), e.shape, e.begin - header.data_begin,
+                           e.bytes()});
+  const std::uint64_t data_bytes = header.file_bytes - header.data_begin;
+  if (data_bytes == 0) return out;  // no tensors, or none with an element: nothing to read or allocate
+
+  const DeviceScope scope(device);
+  // Moved into `out` only once read: a failed read frees it with its device current.
+  DeviceBuffer<std::byte> memory(data_bytes, StreamView());
+  // The lanes' copy streams know nothing of the allocation's stream: they may
+  // write the memory only once the allocation is done.
+  memory.stream().synchronize();
+
+  bool direct = options.direct == CheckpointOptions::Direct::yes;
+  if (options.direct == CheckpointOptions::Direct::automatic)
+    direct = ring::cached_fraction(path, header.data_begin, data_bytes) < direct_below;
+  // Tensors lie end to end, so one range covers them all.
+  const ring::FileRange range{header.data_begin, data_bytes, memory.data()};
+  ring::read_file_ranges(
+      path, {&range, 1}, [device](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(device); },
+      {.chunk_bytes = options.chunk_bytes, .threads = options.threads, .direct = direct});
+  out.memory = std::move(memory);
+  return out;
+}
+
+}  // namespace sluice
