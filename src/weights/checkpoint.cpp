@@ -54,6 +54,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOp
   const int device = device_of(options);
 
   Checkpoint out;
+  out.device = device;
   out.metadata = header.metadata;
   for (const weights::TensorEntry& e : header.tensors)
     out.tensors.push_back({e.name, std::string(weights::to_string(e.dtype)), e.shape, e.begin - header.data_begin,

@@ -121,7 +121,9 @@ TEST_F(CheckpointCuda, DirectAndThePageCacheGiveTheSameBytes) {
   }
   // The defaults, on the current device named or not.
   EXPECT_TRUE(to_host(load_checkpoint(file.path)) == file.data);
-  EXPECT_TRUE(to_host(load_checkpoint(file.path, {.device = 0})) == file.data);
+  const Checkpoint on0 = load_checkpoint(file.path, {.device = 0});
+  EXPECT_EQ(on0.device, 0);
+  EXPECT_TRUE(to_host(on0) == file.data);
 }
 
 TEST_F(CheckpointCuda, ATruncatedFileIsRefusedBeforeAnyRead) {

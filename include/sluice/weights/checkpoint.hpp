@@ -47,9 +47,12 @@ struct Checkpoint {
   std::map<std::string, std::string> metadata;
   // Every tensor's bytes, as the file holds them: tensors lie end to end, so
   // one allocation holds them all. It lives on the per-thread default stream
-  // (StreamView()) and is freed in that stream's order when the Checkpoint
-  // goes: work that reads it on other streams must be done by then.
+  // (StreamView()) of `device` and is freed in that stream's order when the
+  // Checkpoint goes: work that reads it on other streams must be done by
+  // then, and `device` must be the current device there (DeviceScope), as
+  // for any stream-ordered allocation of that device.
   DeviceBuffer<std::byte> memory;
+  int device = 0;  // where `memory` lies
 
   // std::out_of_range naming the tensor when there is none of that name.
   const CheckpointTensor& at(std::string_view name) const;
