@@ -4,9 +4,10 @@
 //
 //   sluice::BatchPrefetcher p({.ahead = 2});
 //   std::thread producer([&] {              // one thread puts; another takes
-//     for (const Sample& s : samples) p.put(std::array{sluice::BatchPiece{s.images.data(), s.images.size()},
-//                                                      sluice::BatchPiece{s.labels.data(), s.labels.size()}});
-//     p.close();
+//     for (auto [images, labels] : samples)  // std::span<const float> each
+//       p.put(std::array{sluice::BatchPiece{images.data(), images.size_bytes()},
+//                        sluice::BatchPiece{labels.data(), labels.size_bytes()}});
+//     p.close();                             // or p.fail(what): next() throws BatchError there
 //   });
 //   while (auto b = p.next(step_stream)) {  // step_stream waits for the batch; the host does not
 //     step<<<..., step_stream>>>(b->data + b->offsets[0], b->data + b->offsets[1]);
