@@ -48,6 +48,7 @@
 
 // Training data
 #include "sluice/loader/batch_plan.hpp"
+#include "sluice/loader/batch_prefetcher.hpp"
 #include "sluice/loader/prefetcher.hpp"
 #include "sluice/loader/token_shard.hpp"
 #include "sluice/loader/token_windows.hpp"

@@ -1,5 +1,6 @@
 // The README's example, as a user writes it: a kernel through a Pipeline
 // over plain std::vectors. Where there is no GPU it says so and passes.
+#include <sluice/loader/batch_prefetcher.hpp>  // first: it needs nothing before it
 #include <sluice/sluice.hpp>
 
 #include <cstdio>
@@ -9,6 +10,9 @@ __global__ void add(const float* a, const float* b, float* c, std::size_t n) {
   const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (i < n) c[i] = a[i] + b[i];
 }
+
+// The prefetcher's header installs and compiles as a user includes it.
+static_assert(sizeof(sluice::BatchPiece) > 0);
 
 int main() {
   if (sluice::Device::count() == 0) {
