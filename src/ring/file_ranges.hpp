@@ -43,7 +43,7 @@ struct FileReadOptions {
   // Staging slots a lane: reads fill one while the copy lane reads the other; at most ahead + 1.
   // Two, not four: on one H100 host 12 lanes of 2 MiB chunks read a cached file onto the GPU at
   // 36.8 GB/s with two and 31.0 with four (fewer slots stay in the CPU's cache between the pread
-  // that writes them and the copy that reads them); on another, 44.6 and 45.4: never worse.
+  // that writes them and the copy that reads them); on another, 44.6 and 45.4 (within its spread).
   std::size_t staging = 2;
   std::size_t ahead = 3;    // chunks a lane reads beyond the one its consumer's lane last took
   unsigned threads = 0;     // lanes, a thread each; 0: 12, or StagingPool's default where fewer (at most one a chunk)
