@@ -136,6 +136,11 @@ class OffloadActivations:
         return self._min_bytes
 
     @property
+    def outgoing(self):
+        """Tensors that may be on their way out before the forward waits (None: it never does)."""
+        return self._outgoing
+
+    @property
     def pool_bytes(self):
         """Page-locked bytes the pool holds, in use or free."""
         with self._lock:
@@ -220,17 +225,19 @@ class OffloadActivations:
             step.report.kept_tensors += 1
             step.report.kept_bytes += nbytes
             return tensor
-        with self._lock:
-            self._drain()
-            self._let_go_read()
-            # A host far ahead of the GPU (a forward enqueued long before the GPU runs it) would keep
-            # every tensor saved meanwhile in device memory until its copy out ran, and save none:
-            # past `outgoing` tensors on their way out, it waits for the oldest copy. It waits only
-            # while it is that far ahead; the GPU runs the work already enqueued meanwhile.
-            while self._outgoing is not None and len(self._reading) >= self._outgoing:
-                self._copies.host_wait(self._reading[0][0])
+        # A host far ahead of the GPU (a forward enqueued long before the GPU runs it) would keep
+        # every tensor saved meanwhile in device memory until its copy out ran, and save none: past
+        # `outgoing` tensors on their way out, it waits for the oldest copy (not under the lock, so
+        # that a backward on another thread goes on). It waits only while it is that far ahead; the
+        # GPU runs the work already enqueued meanwhile.
+        while True:
+            with self._lock:
+                self._drain()
                 self._let_go_read()
-            return step.offload(tensor, nbytes)
+                if self._outgoing is None or len(self._reading) < self._outgoing:
+                    return step.offload(tensor, nbytes)
+                oldest = self._reading[0][0]
+            self._copies.host_wait(oldest)
 
     def _unpack(self, saved):
         if not isinstance(saved, _Saved):

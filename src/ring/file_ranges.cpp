@@ -263,8 +263,8 @@ LaneReport run_lane(const ChunkedFile& file, RingExecutor& executor, const FileR
       while (!ledger.stopping()) {
         const std::size_t at = ledger.next_chunk();
         if (at == chunks.size()) break;
+        reading = at;  // named if the take before its read fails
         if (mine.size() >= options.ahead) ring.take(consumer);
-        reading = at;
         const Chunk& c = chunks[at];
         Ring::Item item{.bytes = 1,
                         .fill =
@@ -295,8 +295,10 @@ LaneReport run_lane(const ChunkedFile& file, RingExecutor& executor, const FileR
   } catch (...) {
     // The ring is stopped by now: its copies ran up to the first that failed. A copy that failed
     // on the copy lane shows later (at a take, at a stage waiting for its staging slot, or at the
-    // end): its own position is the one named, and only the positions before it on this lane
-    // (which runs in order) were copied. Else the chunk being put failed, or all were put.
+    // end): where the executor says which (RingError's position, or failure(): the host
+    // executor's; a CUDA stream's sticky error says not), that position is the one named, and
+    // only the positions before it on this lane (which runs in order) were copied. Else the
+    // chunk being put failed, or all were put.
     std::optional<std::size_t> copy_failed;
     try {
       throw;

@@ -40,6 +40,22 @@ int device_of(const CheckpointOptions& o) {
   return current;
 }
 
+// `bytes` of device memory on `device`, freed there by the last holder, from any
+// thread whatever device is current there.
+std::shared_ptr<std::byte> allocate_on(int device, std::size_t bytes) {
+  const DeviceScope scope(device);
+  void* raw = nullptr;
+  SLUICE_CUDA_CHECK(cudaMalloc(&raw, bytes));
+  return {static_cast<std::byte*>(raw), [device](std::byte* p) noexcept {
+            // A deleter must not throw: the device is set and restored by hand, failures reported.
+            int was = -1;
+            (void)cudaGetDevice(&was);
+            if (was != device) SLUICE_CUDA_CHECK_NOTHROW(cudaSetDevice(device));
+            SLUICE_CUDA_CHECK_NOTHROW(cudaFree(p));
+            if (was >= 0 && was != device) SLUICE_CUDA_CHECK_NOTHROW(cudaSetDevice(was));
+          }};
+}
+
 }  // namespace
 
 const CheckpointTensor& Checkpoint::at(std::string_view name) const {
@@ -54,7 +70,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOp
   const int device = device_of(options);
 
   Checkpoint out;
-  out.device = device;
+  out.memory = CheckpointMemory({}, 0, device);
   out.metadata = header.metadata;
   for (const weights::TensorEntry& e : header.tensors)
     out.tensors.push_back({e.name, std::string(weights::to_string(e.dtype)), e.shape, e.begin - header.data_begin,
@@ -62,22 +78,19 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOp
   const std::uint64_t data_bytes = header.file_bytes - header.data_begin;
   if (data_bytes == 0) return out;  // no tensors, or none with an element: nothing to read or allocate
 
-  const DeviceScope scope(device);
-  // Moved into `out` only once read: a failed read frees it with its device current.
-  DeviceBuffer<std::byte> memory(data_bytes, StreamView());
-  // The lanes' copy streams know nothing of the allocation's stream: they may
-  // write the memory only once the allocation is done.
-  memory.stream().synchronize();
+  // cudaMalloc, not a stream-ordered allocation: the memory is the caller's
+  // from any thread and any stream, and its free needs its device only.
+  std::shared_ptr<std::byte> memory = allocate_on(device, data_bytes);
 
   bool direct = options.direct == CheckpointOptions::Direct::yes;
   if (options.direct == CheckpointOptions::Direct::automatic)
     direct = ring::cached_fraction(path, header.data_begin, data_bytes) < direct_below;
   // Tensors lie end to end, so one range covers them all.
-  const ring::FileRange range{header.data_begin, data_bytes, memory.data()};
+  const ring::FileRange range{header.data_begin, data_bytes, memory.get()};
   ring::read_file_ranges(
       path, {&range, 1}, [device](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(device); },
       {.chunk_bytes = options.chunk_bytes, .threads = options.threads, .direct = direct});
-  out.memory = std::move(memory);
+  out.memory = CheckpointMemory(std::move(memory), data_bytes, device);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -122,7 +123,7 @@ TEST_F(CheckpointCuda, DirectAndThePageCacheGiveTheSameBytes) {
   // The defaults, on the current device named or not.
   EXPECT_TRUE(to_host(load_checkpoint(file.path)) == file.data);
   const Checkpoint on0 = load_checkpoint(file.path, {.device = 0});
-  EXPECT_EQ(on0.device, 0);
+  EXPECT_EQ(on0.memory.device(), 0);
   EXPECT_TRUE(to_host(on0) == file.data);
 }
 
@@ -146,6 +147,20 @@ TEST_F(CheckpointCuda, BadOptionsAreRefused) {
   EXPECT_THROW((void)load_checkpoint(file.path, {.direct = static_cast<CheckpointOptions::Direct>(7)}),
                std::invalid_argument);
   EXPECT_TRUE(to_host(load_checkpoint(file.path)) == file.data) << "a refusal left the device unusable";
+}
+
+// The memory is the caller's from any thread: read and let go on another one.
+TEST_F(CheckpointCuda, ACheckpointIsReadAndFreedOnAnotherThread) {
+  const SafetensorsFile file("thread", specs, "");
+  Checkpoint c = load_checkpoint(file.path);
+  std::vector<std::byte> seen;
+  std::thread([&seen, moved = std::move(c)]() mutable {
+    seen = to_host(moved);
+    moved = Checkpoint{};  // the last holder: freed here
+  }).join();
+  EXPECT_TRUE(seen == file.data);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_TRUE(to_host(load_checkpoint(file.path)) == file.data) << "the device is still usable";
 }
 
 TEST_F(CheckpointCuda, AFileOfNoTensorsGivesAnEmptyCheckpoint) {

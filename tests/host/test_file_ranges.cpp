@@ -17,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ring/file_ranges.hpp"
@@ -281,15 +282,19 @@ TEST(FileRanges, AFailedReadOnOneLaneStopsEveryLaneAndEachChunkIsWholeOrUntouche
   for (std::uint64_t seed : {1u, 2u, 3u, 4u}) {
     std::vector<std::byte> to(chunks * 4096, poison);
     const FileRange range{0, to.size(), to.data()};
-    Lanes lanes({.jitter_us = 100, .seed = seed});
-    // Each lane's second chunk fails (which chunks those are depends on how the lanes ran):
-    // the lowest of them is named.
-    lanes.setup = [](std::size_t, HostRingExecutor& e) { e.inject({{1, Step::stage}}); };
+    // Lane 1 runs at once and its second chunk fails (which chunk that is depends on how the
+    // lanes ran); lanes 0 and 2 wait up to 2 ms at every operation and stop at the failure.
+    std::vector<std::shared_ptr<HostRingExecutor>> made;
+    const MakeExecutor make = [&](std::size_t lane) {
+      auto e = std::make_shared<HostRingExecutor>(HostRingOptions{lane == 1 ? 0u : 2000u, seed * 10 + lane});
+      if (lane == 1) e->inject({{1, Step::stage}});
+      made.push_back(e);
+      return e;
+    };
     std::string what;
     within(std::chrono::seconds(30), "a file read that fails on one lane", [&] {
       try {
-        read_file_ranges(path, {&range, 1}, lanes.make(),
-                         {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = lane_count});
+        read_file_ranges(path, {&range, 1}, make, {.chunk_bytes = 4096, .staging = 2, .ahead = 2, .threads = lane_count});
       } catch (const std::exception& e) {
         what = e.what();
       }
@@ -310,9 +315,9 @@ TEST(FileRanges, AFailedReadOnOneLaneStopsEveryLaneAndEachChunkIsWholeOrUntouche
     }
     EXPECT_NE(what.find(fmt::format("; {} other chunks ({} bytes) were copied", whole, whole * 4096)), std::string::npos)
         << what << " (whole chunks: " << whole << ")";
-    EXPECT_LT(whole, chunks - 1) << "the lanes read on past the failure";
-    ASSERT_EQ(lanes.made.size(), lane_count);
-    for (const auto& e : lanes.made) expect_nothing_held(*e);
+    EXPECT_LT(whole, chunks / 2) << "the other lanes read on past the failure";
+    ASSERT_EQ(made.size(), lane_count);
+    for (const auto& e : made) expect_nothing_held(*e);
   }
 }
 
@@ -326,9 +331,15 @@ TEST(FileRanges, ASlowLaneTakesFewerChunksAndTheOthersReadTheRest) {
   std::vector<std::byte> to(chunks * 4096, poison);
   const FileRange range{0, to.size(), to.data()};
   std::vector<std::shared_ptr<HostRingExecutor>> made;
-  // Lane 0 waits up to 5 ms at every operation, the others up to 20 us; dealt in turn, each would read 20.
+  // Lane 0 sleeps 20 ms before each of its stages that has edges (from its third on), the others
+  // do not; dealt in turn, each would read 20.
   const MakeExecutor make = [&](std::size_t lane) {
-    auto e = std::make_shared<HostRingExecutor>(HostRingOptions{lane == 0 ? 5000u : 20u, 11 + lane});
+    auto e = std::make_shared<HostRingExecutor>(HostRingOptions{0, 11 + lane});
+    if (lane == 0)
+      e->ignore_edges([](const RingOp& op, const RingEdge&) {
+        if (op.ref.step == Step::stage) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return true;
+      });
     made.push_back(e);
     return e;
   };
@@ -339,8 +350,7 @@ TEST(FileRanges, ASlowLaneTakesFewerChunksAndTheOthersReadTheRest) {
   EXPECT_EQ(wrong(to, 0), 0u);
   ASSERT_EQ(report.lanes.size(), 3u);
   EXPECT_EQ(report.lanes[0].chunks + report.lanes[1].chunks + report.lanes[2].chunks, chunks);
-  EXPECT_LT(report.lanes[0].chunks, chunks / 4) << "the slow lane was dealt a share (" << report.lanes[0].chunks << " chunks)";
-  EXPECT_GT(report.lanes[0].finished_seconds, 0.0);
+  EXPECT_LT(report.lanes[0].chunks, chunks / 3) << "the slow lane was dealt a share (" << report.lanes[0].chunks << " chunks)";
   for (const auto& e : made) expect_nothing_held(*e);
 }
 

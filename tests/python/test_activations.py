@@ -141,6 +141,7 @@ def test_a_host_far_ahead_lets_outgoing_tensors_go_out_before_it_waits_for_their
             x = keep.apply(x, t)
             on_the_way.append(len(offload._reading))
     assert (max(on_the_way), offload._copies.host_waits) == (most, waits), on_the_way
+    assert offload.outgoing == (4 if outgoing == "2 x ahead" else outgoing)
     x.sum().backward()
     for k, t in enumerate(tensors):
         assert torch.equal(keep.seen[k][0][0][3], t)

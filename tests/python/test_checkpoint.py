@@ -51,7 +51,6 @@ def test_every_dtype_and_shape_comes_back_as_stored(tmp_path):
     # The report's lanes account for every byte and every chunk.
     assert sum(lane["bytes"] for lane in report["lanes"]) == report["bytes"] == sum(t.numel() * t.element_size() for t in want.values())
     assert sum(lane["chunks"] for lane in report["lanes"]) == report["chunks"]
-    assert all(lane["finished_seconds"] >= lane["putting_seconds"] >= lane["reading_seconds"] >= 0 for lane in report["lanes"])
     # Each tensor has memory of its own (as safetensors' loader gives), not a view of one block.
     assert len({t.data_ptr() for t in got.values() if t.numel()}) == sum(1 for t in want.values() if t.numel())
     header = sluice.read_header(tmp_path / "m.safetensors")

@@ -3,16 +3,22 @@
 // producer of the caller's: what Python's sluice.Prefetcher does, for C++.
 //
 //   sluice::BatchPrefetcher p({.ahead = 2});
-//   std::thread producer([&] {              // one thread puts; another takes
-//     for (auto [images, labels] : samples)  // std::span<const float> each
-//       p.put(std::array{sluice::BatchPiece{images.data(), images.size_bytes()},
-//                        sluice::BatchPiece{labels.data(), labels.size_bytes()}});
-//     p.close();                             // or p.fail(what): next() throws BatchError there
+//   std::jthread producer([&] {             // one thread puts; another takes
+//     try {
+//       for (auto [images, labels] : samples)  // std::span<const float> each
+//         p.put(std::array{sluice::BatchPiece{images.data(), images.size_bytes()},
+//                          sluice::BatchPiece{labels.data(), labels.size_bytes()}});
+//       p.close();
+//     } catch (const std::logic_error&) {    // the consumer stopped
+//     } catch (const std::exception& e) {
+//       p.fail(e.what());                    // next() throws BatchError at that batch
+//     }
 //   });
+//   struct Stop { sluice::BatchPrefetcher& p; ~Stop() { p.stop(); } } stop{p};  // before the join, however the loop ends
 //   while (auto b = p.next(step_stream)) {  // step_stream waits for the batch; the host does not
-//     step<<<..., step_stream>>>(b->data + b->offsets[0], b->data + b->offsets[1]);
+//     auto* images = reinterpret_cast<const float*>(b->data + b->offsets[0]);
+//     step<<<..., step_stream>>>(images, ...);
 //   }
-//   producer.join();
 //
 // A batch is a list of host pieces; it reaches the device as one block, each
 // piece at an offset aligned to `align`. Pageable pieces are copied by
@@ -31,8 +37,12 @@
 // DeviceBatch::memory does, and its slot gets other memory.
 //
 // The producer is bounded: put() waits while `ahead` batches are put beyond
-// the ones the consumer holds. Destroying the prefetcher stops it (as
-// stop() does); a kept block is freed in the order of the stream that took it.
+// the ones the consumer holds. Stop the prefetcher and join the producer
+// before destroying it (destroying one a producer is still inside is
+// undefined). A kept block is freed in the order of the stream that took it,
+// on the thread that lets it go: with the per-thread default stream
+// (StreamView()) as the consumer, let it go on the consumer's thread, with
+// the prefetcher's device current.
 #include <cstddef>
 #include <memory>
 #include <optional>

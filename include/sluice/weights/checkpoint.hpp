@@ -15,12 +15,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "sluice/core/device_buffer.hpp"
 
 namespace sluice {
 
@@ -42,17 +43,33 @@ struct CheckpointOptions {
   enum class Direct { automatic, yes, no } direct = Direct::automatic;
 };
 
+// The device memory of a loaded checkpoint: freed with cudaFree on its own
+// device when the last copy goes, from any thread, whatever device is current
+// there (cudaFree waits for the device's work first).
+class CheckpointMemory {
+ public:
+  CheckpointMemory() = default;
+  // `data`'s deleter frees it on `device` (load_checkpoint makes it so).
+  CheckpointMemory(std::shared_ptr<std::byte> data, std::size_t size, int device)
+      : data_(std::move(data)), size_(size), device_(device) {}
+  std::byte* data() noexcept { return data_.get(); }
+  const std::byte* data() const noexcept { return data_.get(); }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  int device() const noexcept { return device_; }
+
+ private:
+  std::shared_ptr<std::byte> data_;
+  std::size_t size_ = 0;
+  int device_ = 0;
+};
+
 struct Checkpoint {
   std::vector<CheckpointTensor> tensors;  // in file order
   std::map<std::string, std::string> metadata;
   // Every tensor's bytes, as the file holds them: tensors lie end to end, so
-  // one allocation holds them all. It lives on the per-thread default stream
-  // (StreamView()) of `device` and is freed in that stream's order when the
-  // Checkpoint goes: work that reads it on other streams must be done by
-  // then, and `device` must be the current device there (DeviceScope), as
-  // for any stream-ordered allocation of that device.
-  DeviceBuffer<std::byte> memory;
-  int device = 0;  // where `memory` lies
+  // one allocation holds them all, on memory.device().
+  CheckpointMemory memory;
 
   // std::out_of_range naming the tensor when there is none of that name.
   const CheckpointTensor& at(std::string_view name) const;
@@ -66,7 +83,8 @@ struct Checkpoint {
 // cannot be read (IoError) and a header the format does not allow - truncated,
 // offsets that overlap, leave a hole or run past the end, an unknown dtype
 // (std::invalid_argument naming the file and the tensor). A read that fails
-// midway is an IoError naming the file and the offset.
+// midway is an IoError naming the file and the offset; a copy that fails, a
+// std::runtime_error naming the file and the chunk.
 Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOptions& options = {});
 
 }  // namespace sluice
