@@ -9,6 +9,8 @@
 //         p.put(std::array{sluice::BatchPiece{images.data(), images.size_bytes()},
 //                          sluice::BatchPiece{labels.data(), labels.size_bytes()}});
 //       p.close();
+//     } catch (const std::invalid_argument& e) {  // a bad piece (also a logic_error)
+//       p.fail(e.what());
 //     } catch (const std::logic_error&) {    // the consumer stopped
 //     } catch (const std::exception& e) {
 //       p.fail(e.what());                    // next() throws BatchError at that batch
