@@ -2,23 +2,16 @@
 // on a GPU's ring executor, behind the public header's types.
 #include "sluice/loader/batch_prefetcher.hpp"
 
-#include <cuda_runtime.h>
-
 #include "ring/batch_prefetcher.hpp"
 #include "ring/cuda_ring_executor.hpp"
+#include "sluice/core/device.hpp"
 #include "sluice/core/device_scope.hpp"
-#include "sluice/core/error.hpp"
 
 namespace sluice {
 
 namespace {
 
-int resolve(const std::optional<int>& device) {
-  if (device) return *device;
-  int current = 0;
-  SLUICE_CUDA_CHECK(cudaGetDevice(&current));
-  return current;
-}
+int resolve(const std::optional<int>& device) { return device ? *device : Device::current().ordinal(); }
 
 // The ring's error, in the public type: users cannot name ring::RingError.
 template <typename F>

@@ -34,10 +34,8 @@ void check(const CheckpointOptions& o) {
 }
 
 int device_of(const CheckpointOptions& o) {
-  if (o.device) return Device(*o.device).ordinal();  // std::invalid_argument for one that does not exist
-  int current = 0;
-  SLUICE_CUDA_CHECK(cudaGetDevice(&current));
-  return current;
+  // Device(n): std::invalid_argument for one that does not exist.
+  return (o.device ? Device(*o.device) : Device::current()).ordinal();
 }
 
 // `bytes` of device memory on `device`, freed there by the last holder, from any
