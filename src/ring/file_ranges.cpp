@@ -250,11 +250,7 @@ LaneReport run_lane(const ChunkedFile& file, RingExecutor& executor, const FileR
   std::vector<std::size_t> mine;      // the chunks this lane put, by its ring's positions
   std::optional<std::size_t> reading;  // the chunk being put
   LaneReport report;
-  const auto bytes_of_first = [&](std::size_t n) {
-    std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < n; ++i) bytes += chunks[mine[i]].bytes();
-    return bytes;
-  };
+  std::size_t copied = 0;  // this lane's first `copied` chunks are on the device, each whole
   try {
     {
       Ring ring{RingPlan(r), executor, {.put_by_caller = true}};
@@ -289,9 +285,7 @@ LaneReport run_lane(const ChunkedFile& file, RingExecutor& executor, const FileR
       if (const auto failed = executor.failure())
         throw RingError(failed->at.position, failed->at.position, failed->at.step, "a copy failed: " + failed->what);
     }
-    report.chunks = mine.size();
-    report.bytes = bytes_of_first(mine.size());
-    ledger.copied(report.chunks, report.bytes);
+    copied = mine.size();
   } catch (...) {
     // The ring is stopped by now: its copies ran up to the first that failed. A copy that failed
     // on the copy lane shows later (at a take, at a stage waiting for its staging slot, or at the
@@ -308,16 +302,17 @@ LaneReport run_lane(const ChunkedFile& file, RingExecutor& executor, const FileR
     }
     if (const auto lane_failure = executor.failure())
       copy_failed = std::min(copy_failed.value_or(SIZE_MAX), lane_failure->at.position);
-    std::size_t copied = mine.size(), chunk = reading.value_or(chunks.size());  // past the last: after the reads
+    copied = mine.size();
+    std::size_t chunk = reading.value_or(chunks.size());  // past the last: after the reads
     if (copy_failed && *copy_failed < mine.size()) {
       copied = *copy_failed;
       chunk = mine[*copy_failed];
     }
-    report.chunks = copied;
-    report.bytes = bytes_of_first(copied);
-    ledger.copied(report.chunks, report.bytes);
     ledger.failed(chunk, std::current_exception());
   }
+  report.chunks = copied;
+  for (std::size_t i = 0; i < copied; ++i) report.bytes += chunks[mine[i]].bytes();
+  ledger.copied(report.chunks, report.bytes);
   report.finished_seconds = seconds_since(start);
   return report;
 }
