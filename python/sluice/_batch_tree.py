@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+from ._shared_memory import NONE, SharedFiles
+
 
 class Leaf:
     """A host array of the batch: where it lies (an index into the leaves) and what it is on arrival."""
@@ -16,7 +18,8 @@ class Leaf:
 
 
 class Flat:
-    """A flattened batch: its spec, and per leaf (address, bytes, page-locked) and the host tensor that holds it."""
+    """A flattened batch: its spec, and per leaf (address, bytes, page-locked, the file that also holds it or -1,
+    the offset there) and the host tensor that holds it."""
     __slots__ = ("spec", "pieces", "tensors", "page_locked")
 
     def __init__(self):
@@ -43,6 +46,7 @@ def _is_array(torch, value):
 
 def flatten(torch, batch):
     flat = Flat()
+    shared = SharedFiles(torch)
 
     def walk(value):
         if _is_array(torch, value):
@@ -51,7 +55,8 @@ def flatten(torch, batch):
             pinned = bool(tensor.is_pinned()) if tensor.numel() > 0 else False
             flat.page_locked |= pinned
             bytes_ = tensor.numel() * tensor.element_size()
-            flat.pieces.append((tensor.data_ptr(), bytes_, pinned))
+            fd, fd_offset = NONE if pinned else shared.of(tensor)
+            flat.pieces.append((tensor.data_ptr(), bytes_, pinned, fd, fd_offset))
             return Leaf(len(flat.pieces) - 1, tensor.dtype, tuple(tensor.shape), bytes_)
         if isinstance(value, dict):
             return ("dict", type(value), [(k, walk(v)) for k, v in value.items()])

@@ -122,7 +122,7 @@ class StreamedLayers:
                 p.data = h
                 host.append(h)
             self._host.append(host)
-        self._pieces = [[(h.data_ptr(), h.numel() * h.element_size(), True) for h in host] for host in self._host]
+        self._pieces = [[(h.data_ptr(), h.numel() * h.element_size(), True, -1, 0) for h in host] for host in self._host]
         self._ring_box = _Holder()
         self._loaded = None  # the block whose parameters point at device memory now
         self._loaded_training = False  # ... through the training path (its module's parameters swapped)

@@ -230,7 +230,8 @@ class PyPrefetcher {
   std::thread feeder_;  // last: starts when everything above exists
 };
 
-using Leaf = std::tuple<std::uintptr_t, std::size_t, bool>;  // address, bytes, page-locked
+// address, bytes, page-locked, and the file that also holds it (-1: none) at that offset
+using Leaf = std::tuple<std::uintptr_t, std::size_t, bool, int, std::uint64_t>;
 
 }  // namespace
 
@@ -247,8 +248,8 @@ void bind_prefetcher(py::module_& m) {
              std::vector<ring::HostPiece> pieces;
              pieces.reserve(leaves.size());
              bool page_locked = false;
-             for (const auto& [address, bytes, locked] : leaves) {
-               pieces.push_back({reinterpret_cast<const std::byte*>(address), bytes, locked});
+             for (const auto& [address, bytes, locked, fd, fd_offset] : leaves) {
+               pieces.push_back({reinterpret_cast<const std::byte*>(address), bytes, locked, fd, fd_offset});
                page_locked |= locked;
              }
              return p.put(std::move(pieces), std::move(keep), page_locked);

@@ -45,7 +45,7 @@ BatchPrefetcher::~BatchPrefetcher() = default;
 std::size_t BatchPrefetcher::put(std::span<const BatchPiece> pieces) {
   std::vector<ring::HostPiece> host;
   host.reserve(pieces.size());
-  for (const BatchPiece& p : pieces) host.push_back({static_cast<const std::byte*>(p.data), p.bytes, p.page_locked});
+  for (const BatchPiece& p : pieces) host.push_back({static_cast<const std::byte*>(p.data), p.bytes, p.page_locked, p.fd, p.fd_offset});
   return impl_->prefetcher.put(host);
 }
 

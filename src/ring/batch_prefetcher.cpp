@@ -1,9 +1,14 @@
 #include "ring/batch_prefetcher.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+
+#include "core/read_fully.hpp"
 
 namespace sluice::ring {
 
@@ -29,6 +34,15 @@ PageableRun pageable_run(std::span<const HostPiece> pieces) {
     run.bytes += pieces[k].bytes;
   }
   return run;
+}
+
+// Bytes [inside, inside + n) of piece k, from its file.
+void read_piece(const HostPiece& piece, std::size_t k, std::byte* to, std::size_t inside, std::size_t n) {
+  const detail::ReadOutcome got = detail::read_fully(piece.fd, to, n, piece.fd_offset + inside);
+  if (got.done == n) return;
+  const std::string why = got.error ? std::strerror(got.error) : "the file ended";
+  throw std::runtime_error(fmt::format("prefetcher: reading piece {} of a batch from its file (descriptor {}) failed at byte {} of {}: {}",
+                                       k, piece.fd, inside + got.done, piece.bytes, why));
 }
 
 }  // namespace
@@ -97,7 +111,11 @@ std::size_t BatchPrefetcher::put(std::span<const HostPiece> pieces) {
           const std::size_t k = run.piece[r];
           const std::size_t inside = from + done - run.start[r];
           const std::size_t n = std::min(length - done, pieces[k].bytes - inside);
-          std::memcpy(slot.data() + layout.offsets[k] + inside, pieces[k].data + inside, n);
+          std::byte* to = slot.data() + layout.offsets[k] + inside;
+          if (pieces[k].fd >= 0)
+            read_piece(pieces[k], k, to, inside, n);
+          else
+            std::memcpy(to, pieces[k].data + inside, n);
           done += n;
         }
       };

@@ -4,12 +4,17 @@
 // bytes, and a producer that fails or a consumer that stops leaves nothing
 // running. Host-only: this is how CI tests the engine the GPU runs.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -134,6 +139,91 @@ TEST(BatchPrefetcher, PageLockedPiecesAreCopiedWhereTheyLieAndKeptUntilCopied) {
     for (std::size_t b = 0; b < 6; ++b) EXPECT_TRUE(p.copied(b)) << "batch " << b;
   }
   EXPECT_EQ(wrong, 0u);
+  expect_nothing_held(executor);
+}
+
+// A file in memory (memfd) holding `bytes` at `offset`, closed at the end.
+struct MemoryFile {
+  int fd = ::memfd_create("batch-pieces", 0);
+  MemoryFile() { EXPECT_GE(fd, 0) << std::strerror(errno); }
+  ~MemoryFile() { ::close(fd); }
+  MemoryFile(const MemoryFile&) = delete;
+  MemoryFile& operator=(const MemoryFile&) = delete;
+  void write(std::span<const std::byte> bytes, std::uint64_t offset) const {
+    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)), static_cast<ssize_t>(bytes.size()));
+  }
+};
+
+// A piece that a file also holds (another process's shared memory) is read
+// from the file, never through its pointer: here the pointer's bytes are
+// wrong on purpose, and every batch must still carry the file's. Batch 1 is
+// large enough for the staging threads, the others the producer copies itself.
+TEST(BatchPrefetcher, APieceThatAFileHoldsIsReadFromTheFileNotThroughItsPointer) {
+  HostRingExecutor executor({.jitter_us = 30, .seed = 3});
+  const std::vector<std::size_t> sizes{1000, (std::size_t{1} << 20) + 3, 17, 5000};
+  std::vector<std::vector<std::byte>> want, decoy;
+  const MemoryFile file;
+  std::vector<std::uint64_t> at;
+  std::uint64_t end = 5;  // the first piece lies past the file's start
+  for (std::size_t b = 0; b < sizes.size(); ++b) {
+    want.push_back(piece_bytes(b, 0, sizes[b]));
+    decoy.emplace_back(sizes[b], std::byte{0xEE});
+    at.push_back(end);
+    file.write(want.back(), end);
+    end += sizes[b] + 11;
+  }
+  const std::vector<std::byte> small = piece_bytes(9, 1, 40);  // read through its pointer, beside the file's
+  std::size_t wrong = 0, batches = 0;
+  {
+    BatchPrefetcher p(executor, {.ahead = 2, .held = 1});
+    std::thread producer([&] {
+      for (std::size_t b = 0; b < sizes.size(); ++b)
+        p.put(std::vector<HostPiece>{{decoy[b].data(), sizes[b], false, file.fd, at[b]}, {small.data(), small.size()}});
+      p.close();
+    });
+    while (auto b = p.next()) {
+      ++batches;
+      executor.on_consumer([b = *b, &want, &small, &wrong] {
+        wrong += wrong_bytes(b.data + b.offsets[0], want[b.position].size(), b.position * 7);
+        wrong += wrong_bytes(b.data + b.offsets[1], small.size(), 9 * 7 + 1);
+      });
+    }
+    producer.join();
+  }
+  EXPECT_EQ(batches, sizes.size());
+  EXPECT_EQ(wrong, 0u);
+  expect_nothing_held(executor);
+}
+
+// A file that ends before the piece does fails that batch, saying which piece,
+// where and why; the batches before it arrive whole.
+TEST(BatchPrefetcher, APieceWhoseFileEndsEarlyFailsItsBatchSayingWhere) {
+  HostRingExecutor executor({.jitter_us = 30, .seed = 4});
+  const std::vector<std::byte> bytes = piece_bytes(0, 0, 4096);
+  const MemoryFile file;
+  file.write(bytes, 0);
+  {
+    BatchPrefetcher p(executor, {.ahead = 2, .held = 1});
+    std::thread producer([&] {
+      try {
+        p.put(std::vector<HostPiece>{{bytes.data(), 4096, false, file.fd, 0}});
+        p.put(std::vector<HostPiece>{{bytes.data(), 17, false}, {bytes.data(), 4096, false, file.fd, 1000}});
+      } catch (const std::exception&) {
+        // the second batch failed: next() reports it
+      }
+    });
+    ASSERT_TRUE(p.next());
+    try {
+      p.next();
+      ADD_FAILURE() << "no error";
+    } catch (const RingError& e) {
+      EXPECT_EQ(e.position(), 1u);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("reading piece 1 of a batch from its file"), std::string::npos) << what;
+      EXPECT_NE(what.find("at byte 3096 of 4096: the file ended"), std::string::npos) << what;
+    }
+    producer.join();
+  }
   expect_nothing_held(executor);
 }
 

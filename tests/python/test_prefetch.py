@@ -237,6 +237,45 @@ def test_each_for_is_one_pass_over_the_iterable():
     assert len(p) == 3
 
 
+@pytest.mark.parametrize("thread", [True, False])
+def test_a_dataloader_workers_batches_are_read_from_their_shared_memory_files(thread):
+    """A worker's batch reaches this process as shared memory with its file descriptor: its leaves
+    are staged from that file (pread), not through pages mapped here; each equals the data."""
+    torch = torch_or_skip()
+    import os
+    from torch.utils.data import DataLoader, TensorDataset
+    from sluice._batch_tree import flatten
+    x = torch.rand(96, 3, 16, 16)
+    y = torch.arange(96)
+    loader = DataLoader(TensorDataset(x, y), batch_size=32, num_workers=2)
+    images, labels = next(iter(loader))
+    pieces = flatten(torch, (images, labels)).pieces
+    for tensor, (address, bytes_, pinned, fd, offset) in zip((images, labels), pieces):
+        assert fd >= 0 and not pinned and address == tensor.data_ptr()
+        assert os.pread(fd, bytes_, offset) == tensor.numpy().tobytes()
+    seen = 0
+    for images, labels in sluice.Prefetcher(loader, thread=thread, _host_executor=HOST):
+        assert torch.equal(images, x[labels])
+        seen += len(labels)
+    assert seen == 96
+    assert not _threads()
+
+
+def test_a_tensor_not_received_from_another_process_is_read_where_it_lies_and_never_moved():
+    """Only storages torch received by file descriptor are asked for theirs: asking any other would
+    move it into new shared memory."""
+    torch = torch_or_skip()
+    from sluice._batch_tree import flatten
+    plain = torch.rand(1000)
+    shared = torch.rand(1000).share_memory_()
+    before = shared.data_ptr()
+    pieces = flatten(torch, {"plain": plain, "shared": shared}).pieces
+    assert [p[3] for p in pieces] == [-1, -1]
+    assert shared.data_ptr() == before
+    got = list(sluice.Prefetcher([{"plain": plain, "shared": shared}], _host_executor=HOST))
+    assert torch.equal(got[0]["plain"], plain) and torch.equal(got[0]["shared"], shared)
+
+
 @gpu
 def test_on_the_gpu_batches_equal_the_plain_copy():
     torch = torch_or_skip()

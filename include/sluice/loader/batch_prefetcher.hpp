@@ -46,6 +46,7 @@
 // (StreamView()) as the consumer, let it go on the consumer's thread, with
 // the prefetcher's device current.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -61,6 +62,11 @@ struct BatchPiece {
   const void* data = nullptr;
   std::size_t bytes = 0;
   bool page_locked = false;  // copied where it lies, with no staging: kept alive until copied()
+  // A pageable piece that a file also holds at fd_offset (shared memory from
+  // another process, a memfd): staging reads it with pread instead of through
+  // `data`, so this process never maps its pages. -1: read through `data`.
+  int fd = -1;
+  std::uint64_t fd_offset = 0;
 };
 
 struct BatchPrefetchOptions {
