@@ -9,8 +9,9 @@ and sluice.Prefetcher; their H2D rate beside the bound min(host staging, link), 
 in this run by sluice's probes (_engine_rates).
 
 Each method runs once verifying every batch on the GPU (bitwise against the batch the dataset
-made), then timed. GPU idle at a step cost is 1 - (the same steps over a resident batch) /
-(the loop's time), both timed with events on the step's stream.
+made), then timed after --warm batches (a pass's first batches size its slots). GPU idle at a
+step cost is 1 - (the same steps over a resident batch) / (the loop's time), both timed with
+events on the step's stream.
 
   python3 bench/prefetch_bench.py --out prefetch.json [--batches 120] [--workers 8]
 """
@@ -33,6 +34,7 @@ def main():
     p.add_argument("--step-ms", default="2,5,10")
     p.add_argument("--gen-step-ms", default="1")
     p.add_argument("--rounds", type=int, default=2, help="each row this many times, in turn; the best is kept")
+    p.add_argument("--warm", type=int, default=10, help="batches each timed run takes before its clock starts")
     a = p.parse_args()
     torch = torch_or_skip(a.out)
     if torch is None:
@@ -73,12 +75,13 @@ def main():
             yield images.to(dev, non_blocking=True), labels.to(dev, non_blocking=True)
 
     def steps(stream_iter, count, step_ms, verify):
-        """(wall s, loop ms on the stream, mismatches) over `count` batches after one warm-up batch."""
+        """(wall s, loop ms on the stream, mismatches) over `count` batches after `--warm` batches."""
         it = iter(stream_iter)
         bad = torch.zeros((), dtype=torch.int64, device=dev)
-        first = next(it)
-        if verify:
-            bad += check(*first)
+        for _ in range(a.warm):  # each pass's first batches size its slots: a pass's start, not its rate
+            first = next(it)
+            if verify:
+                bad += check(*first)
         torch.cuda.synchronize()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0 = time.perf_counter()
@@ -97,6 +100,8 @@ def main():
         stop.record()
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
+        if n < count:
+            raise RuntimeError(f"the source ended after {n} of {count} timed batches")
         if hasattr(it, "close"):
             it.close()
         return wall, start.elapsed_time(stop), int(bad)
@@ -118,7 +123,7 @@ def main():
     batch_mb = a.batch * base.numel() * 4 / MB
 
     def row(workload, method, step_ms, make, count):
-        _, _, bad = steps(make(), min(count, 30), 0, True)
+        _, _, bad = steps(make(), min(count, 30), 0, True)  # verified: the warm-up batches and 30 more
         wall, loop_ms, _ = steps(make(), count, step_ms, False)
         r = {"workload": workload, "method": method, "step_ms": step_ms, "batches": count,
              "batches_per_s": count / wall, "gbps": count * batch_mb / 1e3 / wall, "mismatches": bad}
@@ -142,13 +147,15 @@ def main():
             yield images, labels
     plan.append(("dataloader", "DataLoader alone, each batch summed on the host", 0.0, touched))
     for step_ms in [0.0] + [float(s) for s in a.step_ms.split(",")]:
+        if step_ms > 0:  # the GPU's idle with the DataLoader's own delivery (the batches stay on the host)
+            plan.append(("dataloader", "DataLoader alone (no copy)", step_ms, alone))
         plan.append(("dataloader", "pin_memory=True + .to(non_blocking)", step_ms, lambda: usual(loader(True))))
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader)", step_ms, lambda: sluice.Prefetcher(loader(False))))
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader, thread=False)", step_ms,
                      lambda: sluice.Prefetcher(loader(False), thread=False)))
         # Staging needs few threads at a DataLoader's rate; more take cores from its workers.
-        plan.append(("dataloader", "sluice.Prefetcher(DataLoader, thread=False, threads=2)", step_ms,
-                     lambda: sluice.Prefetcher(loader(False), thread=False, threads=2)))
+        plan.append(("dataloader", "sluice.Prefetcher(DataLoader, threads=4)", step_ms,
+                     lambda: sluice.Prefetcher(loader(False), threads=4)))
 
     # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
     # 64 k + j, so that check() verifies them as it does the dataset's.
@@ -189,11 +196,11 @@ def main():
         yield pending
 
     for step_ms in [0.0] + [float(s) for s in a.gen_step_ms.split(",")]:
-        plan.append(("generator", ".to('cuda') per batch", step_ms, lambda: plain(n + 1)))
-        plan.append(("generator", "expert: pinned pair + copy stream", step_ms, lambda: expert(n + 1)))
-        plan.append(("generator", "sluice.Prefetcher(generator)", step_ms, lambda: sluice.Prefetcher(generator(n + 1))))
+        plan.append(("generator", ".to('cuda') per batch", step_ms, lambda: plain(n + a.warm)))
+        plan.append(("generator", "expert: pinned pair + copy stream", step_ms, lambda: expert(n + a.warm)))
+        plan.append(("generator", "sluice.Prefetcher(generator)", step_ms, lambda: sluice.Prefetcher(generator(n + a.warm))))
         plan.append(("generator", "sluice.Prefetcher(generator, thread=False)", step_ms,
-                     lambda: sluice.Prefetcher(generator(n + 1), thread=False)))
+                     lambda: sluice.Prefetcher(generator(n + a.warm), thread=False)))
     for _ in range(a.rounds):
         for workload, method, step_ms, make in plan:
             row(workload, method, step_ms, make, n)

@@ -46,31 +46,37 @@ def _is_array(torch, value):
 
 def flatten(torch, batch):
     flat = Flat()
-    shared = SharedFiles(torch)
-
-    def walk(value):
-        if _is_array(torch, value):
-            tensor = _host_tensor(torch, value)
-            flat.tensors.append(tensor)
-            pinned = bool(tensor.is_pinned()) if tensor.numel() > 0 else False
-            flat.page_locked |= pinned
-            bytes_ = tensor.numel() * tensor.element_size()
-            fd, fd_offset = NONE if pinned else shared.of(tensor)
-            flat.pieces.append((tensor.data_ptr(), bytes_, pinned, fd, fd_offset))
-            return Leaf(len(flat.pieces) - 1, tensor.dtype, tuple(tensor.shape), bytes_)
-        if isinstance(value, dict):
-            return ("dict", type(value), [(k, walk(v)) for k, v in value.items()])
-        if isinstance(value, tuple):
-            items = [walk(v) for v in value]
-            return ("named", type(value), items) if hasattr(value, "_fields") else ("tuple", type(value), items)
-        if isinstance(value, list):
-            return ("list", type(value), [walk(v) for v in value])
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return ("dataclass", value, [(f.name, walk(getattr(value, f.name))) for f in dataclasses.fields(value)])
-        return ("value", value)
-
-    flat.spec = walk(batch)
+    flat.spec = _walk(torch, SharedFiles(torch), flat, batch)
     return flat
+
+
+# A module function, not a closure inside flatten(): a closure that calls itself is a reference
+# cycle, which kept each batch's host arrays (a DataLoader's shared memory) alive until Python's
+# cycle collector ran, and then freed dozens of them in one pause (150-250 ms on an H100 machine).
+def _walk(torch, shared, flat, value):
+    if _is_array(torch, value):
+        tensor = _host_tensor(torch, value)
+        flat.tensors.append(tensor)
+        pinned = bool(tensor.is_pinned()) if tensor.numel() > 0 else False
+        flat.page_locked |= pinned
+        bytes_ = tensor.numel() * tensor.element_size()
+        fd, fd_offset = NONE if pinned else shared.of(tensor)
+        flat.pieces.append((tensor.data_ptr(), bytes_, pinned, fd, fd_offset))
+        return Leaf(len(flat.pieces) - 1, tensor.dtype, tuple(tensor.shape), bytes_)
+
+    def walk(v):
+        return _walk(torch, shared, flat, v)
+
+    if isinstance(value, dict):
+        return ("dict", type(value), [(k, walk(v)) for k, v in value.items()])
+    if isinstance(value, tuple):
+        items = [walk(v) for v in value]
+        return ("named", type(value), items) if hasattr(value, "_fields") else ("tuple", type(value), items)
+    if isinstance(value, list):
+        return ("list", type(value), [walk(v) for v in value])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return ("dataclass", value, [(f.name, walk(getattr(value, f.name))) for f in dataclasses.fields(value)])
+    return ("value", value)
 
 
 def rebuild(spec, block, offsets):

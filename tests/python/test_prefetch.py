@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import gc
 import threading
+import weakref
 
 import pytest
 
@@ -235,6 +236,37 @@ def test_each_for_is_one_pass_over_the_iterable():
     assert [int(b[0]) for b in p] == [0, 1, 2]
     assert [int(b[0]) for b in p] == [0, 1, 2]
     assert len(p) == 3
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_each_batchs_host_arrays_are_let_go_without_waiting_for_the_cycle_collector(thread):
+    """The prefetcher holds a batch's host arrays only until they are staged: nothing it makes per
+    batch is a reference cycle, so they are freed at once, not when Python's cycle collector next
+    runs (a DataLoader's shared memory piling up, then freed in one long pause)."""
+    torch = torch_or_skip()
+    from sluice._batch_tree import flatten
+    refs = []
+
+    def source(count):
+        for k in range(count):
+            batch = {"x": torch.full((1000,), float(k)), "nested": [(torch.arange(3) + k,)]}
+            refs.extend(weakref.ref(t) for t in (batch["x"], batch["nested"][0][0]))
+            yield batch
+
+    gc.collect()
+    gc.disable()
+    try:
+        flat = flatten(torch, next(source(1)))
+        del flat
+        assert all(r() is None for r in refs), "flatten() left a cycle holding the batch"
+        refs.clear()
+        for k, batch in enumerate(sluice.Prefetcher(source(12), ahead=2, thread=thread, _host_executor=HOST)):
+            assert float(batch["x"][0]) == k
+        del batch
+        alive = sum(r() is not None for r in refs)
+        assert alive == 0, f"{alive} of {len(refs)} host arrays still held once the loop is over"
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("thread", [True, False])
