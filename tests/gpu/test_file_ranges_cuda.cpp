@@ -53,6 +53,10 @@ TEST_F(FileRangesCuda, EveryRangeLandsOnTheDeviceAsTheFileHasIt) {
     const std::size_t large = (std::size_t{30} << 20) + 777;
     DeviceBuffer<std::byte> device(file_bytes, stream.view());
     SLUICE_CUDA_CHECK(cudaMemsetAsync(device.data(), 0xA5, file_bytes, stream.view().get()));
+    // The reader's lanes copy on streams of their own, so the caller's memory must have no work
+    // pending (file_ranges.hpp): without this wait the poison can land after the reads (seen under
+    // compute-sanitizer's memcheck and synccheck run side by side: 2.9 MB wrong).
+    stream.synchronize();
     std::vector<ring::FileRange> ranges{{4097, large, device.data() + 4097}};
     std::uint64_t at = 4097 + large;
     for (std::size_t r = 0; r < 200 && at < file_bytes; ++r) {
