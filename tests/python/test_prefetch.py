@@ -295,17 +295,28 @@ def test_a_dataloader_workers_batches_are_read_from_their_shared_memory_files(th
 
 def test_a_tensor_not_received_from_another_process_is_read_where_it_lies_and_never_moved():
     """Only storages torch received by file descriptor are asked for theirs: asking any other would
-    move it into new shared memory."""
+    move it into new shared memory (one shared by name, as the file_system strategy does, is moved
+    to a new address)."""
     torch = torch_or_skip()
+    import torch.multiprocessing as mp
     from sluice._batch_tree import flatten
     plain = torch.rand(1000)
     shared = torch.rand(1000).share_memory_()
-    before = shared.data_ptr()
-    pieces = flatten(torch, {"plain": plain, "shared": shared}).pieces
-    assert [p[3] for p in pieces] == [-1, -1]
-    assert shared.data_ptr() == before
-    got = list(sluice.Prefetcher([{"plain": plain, "shared": shared}], _host_executor=HOST))
-    assert torch.equal(got[0]["plain"], plain) and torch.equal(got[0]["shared"], shared)
+    strategy = mp.get_sharing_strategy()
+    try:
+        mp.set_sharing_strategy("file_system")
+        by_name = torch.rand(1000).share_memory_()
+    except RuntimeError as e:  # no torch_shm_manager here
+        pytest.skip(f"shared memory by name: {e}")
+    finally:
+        mp.set_sharing_strategy(strategy)
+    batch = {"plain": plain, "shared": shared, "by_name": by_name}
+    before = {k: t.data_ptr() for k, t in batch.items()}
+    pieces = flatten(torch, batch).pieces
+    assert [p[3] for p in pieces] == [-1, -1, -1]
+    assert {k: t.data_ptr() for k, t in batch.items()} == before
+    got = list(sluice.Prefetcher([batch], _host_executor=HOST))
+    assert all(torch.equal(got[0][k], t) for k, t in batch.items())
 
 
 @gpu
