@@ -272,7 +272,7 @@ def test_each_batchs_host_arrays_are_let_go_without_waiting_for_the_cycle_collec
 @pytest.mark.parametrize("thread", [True, False])
 def test_a_dataloader_workers_batches_are_read_from_their_shared_memory_files(thread):
     """A worker's batch reaches this process as shared memory with its file descriptor: its leaves
-    are staged from that file (pread), not through pages mapped here; each equals the data."""
+    are staged from that file (pread), not through its pages here; each equals the data."""
     torch = torch_or_skip()
     import os
     from torch.utils.data import DataLoader, TensorDataset

@@ -64,7 +64,9 @@ struct BatchPiece {
   bool page_locked = false;  // copied where it lies, with no staging: kept alive until copied()
   // A pageable piece that a file also holds at fd_offset (shared memory from
   // another process, a memfd): staging reads it with pread instead of through
-  // `data`, so this process never maps its pages. -1: read through `data`.
+  // `data`, so this process never touches (faults in) its pages. `data` is
+  // still required, and the file must stay open until put() returns.
+  // -1: read through `data`.
   int fd = -1;
   std::uint64_t fd_offset = 0;
 };
