@@ -2,16 +2,21 @@
 // batches of a pageable and a page-locked piece, of sizes that change from
 // batch to batch, reach the consumer's stream bitwise; the producer's fail()
 // reaches next() at that batch; stopping early frees a producer waiting in
-// put(); a kept batch keeps its bytes when its slot is refilled. Each case
-// runs under a watchdog, so a hang fails it instead of the suite.
+// put(); a kept batch keeps its bytes when its slot is refilled; a piece that
+// a file also holds is read from the file. Each case runs under a watchdog,
+// so a hang fails it instead of the suite.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -196,6 +201,47 @@ TEST_F(PublicBatchPrefetcher, AKeptBatchKeepsItsBytesWhenItsSlotIsRefilled) {
     first = {};  // the block is freed in the consumer stream's order
     consumer.synchronize();
   });
+}
+
+// A pageable piece that a file also holds (another process's shared memory)
+// reaches the device from the file: its pointer's bytes are wrong on purpose.
+TEST_F(PublicBatchPrefetcher, APieceThatAFileHoldsIsReadFromTheFileNotThroughItsPointer) {
+  const Batches batches(6);
+  const int fd = ::memfd_create("batch-pieces", 0);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  std::vector<std::uint64_t> at;
+  std::vector<std::vector<std::byte>> decoy;
+  std::uint64_t end = 7;  // the first piece lies past the file's start
+  for (std::size_t b = 0; b < batches.count(); ++b) {
+    const std::vector<std::byte>& bytes = batches.pageable[b];
+    EXPECT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(end)), static_cast<ssize_t>(bytes.size()));
+    at.push_back(end);
+    decoy.emplace_back(bytes.size(), std::byte{0xEE});
+    end += bytes.size() + 5;
+  }
+  Stream consumer;
+  within(limit, "batches read from a file", [&] {
+    BatchPrefetcher p({.ahead = 2, .held = 2, .threads = 4});
+    Producer producer{p, std::thread([&] {
+                        for (std::size_t b = 0; b < batches.count(); ++b) {
+                          std::array<BatchPiece, 2> pieces = batches.pieces(b);
+                          pieces[0].data = decoy[b].data();
+                          pieces[0].fd = fd;
+                          pieces[0].fd_offset = at[b];
+                          p.put(pieces);
+                        }
+                        p.close();
+                      })};
+    std::size_t taken = 0;
+    while (auto b = p.next(consumer)) {
+      EXPECT_TRUE(b->position < batches.count() &&
+                  batches.matches(b->position, to_host(*b, batches.lengths(b->position), consumer), b->offsets))
+          << "batch " << b->position;
+      ++taken;
+    }
+    EXPECT_EQ(taken, batches.count());
+  });
+  ::close(fd);
 }
 
 }  // namespace sluice::test
