@@ -196,23 +196,27 @@ TEST(BatchPrefetcher, APieceThatAFileHoldsIsReadFromTheFileNotThroughItsPointer)
 }
 
 // A file that ends before the piece does fails that batch, saying which piece,
-// where and why; the batches before it arrive whole.
+// where and why; the batch before it arrives whole (read from the file too:
+// its pointer's bytes are wrong).
 TEST(BatchPrefetcher, APieceWhoseFileEndsEarlyFailsItsBatchSayingWhere) {
   HostRingExecutor executor({.jitter_us = 30, .seed = 4});
   const std::vector<std::byte> bytes = piece_bytes(0, 0, 4096);
+  const std::vector<std::byte> decoy(4096, std::byte{0xEE});
   const MemoryFile file;
   file.write(bytes, 0);
+  std::size_t wrong = SIZE_MAX;
   {
     BatchPrefetcher p(executor, {.ahead = 2, .held = 1});
     std::thread producer([&] {
       try {
-        p.put(std::vector<HostPiece>{{bytes.data(), 4096, false, file.fd, 0}});
+        p.put(std::vector<HostPiece>{{decoy.data(), 4096, false, file.fd, 0}});
         p.put(std::vector<HostPiece>{{bytes.data(), 17, false}, {bytes.data(), 4096, false, file.fd, 1000}});
       } catch (const std::exception&) {
         // the second batch failed: next() reports it
       }
     });
-    ASSERT_TRUE(p.next());
+    if (const auto first = p.next())
+      executor.on_consumer([b = *first, &wrong] { wrong = wrong_bytes(b.data + b.offsets[0], 4096, 0); });
     try {
       p.next();
       ADD_FAILURE() << "no error";
@@ -224,6 +228,7 @@ TEST(BatchPrefetcher, APieceWhoseFileEndsEarlyFailsItsBatchSayingWhere) {
     }
     producer.join();
   }
+  EXPECT_EQ(wrong, 0u) << "the batch before the failing one";
   expect_nothing_held(executor);
 }
 
