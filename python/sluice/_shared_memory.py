@@ -11,8 +11,11 @@ NONE = (-1, 0)
 class SharedFiles:
     """Which storages of this process came from another process by file descriptor, as of now:
     torch records each such storage in torch.multiprocessing's shared cache under the file's
-    (inode, device). Only those are asked for their descriptor: asking any other storage would
-    move it into new shared memory (a copy) to make one."""
+    (inode, device), and so each one this process sent by descriptor, which torch moved into such
+    a file then (a received CUDA storage's key is a tuple too, but no CPU tensor's storage is one).
+    Only those are asked for their descriptor: asking any other storage would move it into new
+    shared memory (a copy) to make one. Each entry's weak reference keeps its storage's address
+    from being reused, so a dead entry never names a live storage."""
 
     def __init__(self, torch):
         self._torch = torch
