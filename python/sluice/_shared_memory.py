@@ -1,8 +1,9 @@
 """The file behind a host tensor that another process sent through shared memory (a DataLoader
 worker's batch, passed by torch.multiprocessing with its file descriptor): staging reads such a
 tensor with pread from that file, so this process never touches its pages through torch's mapping
-of the file. Touching them (page faults) and tearing the mappings down when the batch is let go cost a DataLoader of 8 workers a quarter of
-its rate on a 16-core machine; read from the file, 3-9 %."""
+of the file. Touching them (page faults) and tearing the mappings down when the batch is let go
+cost a DataLoader of 8 workers a quarter of its rate on a 16-core machine; read from the file,
+3-9 %."""
 from __future__ import annotations
 
 NONE = (-1, 0)
