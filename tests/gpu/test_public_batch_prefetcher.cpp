@@ -6,15 +6,12 @@
 // a file also holds is read from the file. Each case runs under a watchdog,
 // so a hang fails it instead of the suite.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -23,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "../host/memory_file.hpp"
 #include "../host/run_probes.hpp"
 #include "core/splitmix64.hpp"
 #include "gpu_test.hpp"
@@ -207,14 +205,14 @@ TEST_F(PublicBatchPrefetcher, AKeptBatchKeepsItsBytesWhenItsSlotIsRefilled) {
 // reaches the device from the file: its pointer's bytes are wrong on purpose.
 TEST_F(PublicBatchPrefetcher, APieceThatAFileHoldsIsReadFromTheFileNotThroughItsPointer) {
   const Batches batches(6);
-  const int fd = ::memfd_create("batch-pieces", 0);
-  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const MemoryFile file;
+  ASSERT_GE(file.fd, 0);
   std::vector<std::uint64_t> at;
   std::vector<std::vector<std::byte>> decoy;
   std::uint64_t end = 7;  // the first piece lies past the file's start
   for (std::size_t b = 0; b < batches.count(); ++b) {
     const std::vector<std::byte>& bytes = batches.pageable[b];
-    EXPECT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(end)), static_cast<ssize_t>(bytes.size()));
+    file.write(bytes, end);
     at.push_back(end);
     decoy.emplace_back(bytes.size(), std::byte{0xEE});
     end += bytes.size() + 5;
@@ -226,7 +224,7 @@ TEST_F(PublicBatchPrefetcher, APieceThatAFileHoldsIsReadFromTheFileNotThroughIts
                         for (std::size_t b = 0; b < batches.count(); ++b) {
                           std::array<BatchPiece, 2> pieces = batches.pieces(b);
                           pieces[0].data = decoy[b].data();
-                          pieces[0].fd = fd;
+                          pieces[0].fd = file.fd;
                           pieces[0].fd_offset = at[b];
                           p.put(pieces);
                         }
@@ -241,7 +239,6 @@ TEST_F(PublicBatchPrefetcher, APieceThatAFileHoldsIsReadFromTheFileNotThroughIts
     }
     EXPECT_EQ(taken, batches.count());
   });
-  ::close(fd);
 }
 
 }  // namespace sluice::test

@@ -4,12 +4,9 @@
 // bytes, and a producer that fails or a consumer that stops leaves nothing
 // running. Host-only: this is how CI tests the engine the GPU runs.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -18,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "memory_file.hpp"
 #include "ring/batch_prefetcher.hpp"
 #include "ring_test.hpp"
 
@@ -141,18 +139,6 @@ TEST(BatchPrefetcher, PageLockedPiecesAreCopiedWhereTheyLieAndKeptUntilCopied) {
   EXPECT_EQ(wrong, 0u);
   expect_nothing_held(executor);
 }
-
-// A file in memory (memfd) holding `bytes` at `offset`, closed at the end.
-struct MemoryFile {
-  int fd = ::memfd_create("batch-pieces", 0);
-  MemoryFile() { EXPECT_GE(fd, 0) << std::strerror(errno); }
-  ~MemoryFile() { ::close(fd); }
-  MemoryFile(const MemoryFile&) = delete;
-  MemoryFile& operator=(const MemoryFile&) = delete;
-  void write(std::span<const std::byte> bytes, std::uint64_t offset) const {
-    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)), static_cast<ssize_t>(bytes.size()));
-  }
-};
 
 // A piece that a file also holds (another process's shared memory) is read
 // from the file, never through its pointer: here the pointer's bytes are
