@@ -46,7 +46,7 @@ def _is_array(torch, value):
 
 def flatten(torch, batch):
     flat = Flat()
-    flat.spec = _walk(torch, SharedFiles(torch), flat, batch)
+    flat.spec = _walk(torch, SharedFiles(), flat, batch)
     return flat
 
 

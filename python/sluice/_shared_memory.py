@@ -18,8 +18,7 @@ class SharedFiles:
     shared memory (a copy) to make one. Each entry's weak reference keeps its storage's address
     from being reused, so a dead entry never names a live storage."""
 
-    def __init__(self, torch):
-        self._torch = torch
+    def __init__(self):
         self._received = None  # weak references of the storages received by descriptor, read once
 
     def _received_refs(self):
@@ -33,7 +32,7 @@ class SharedFiles:
                 self._received = {ref for key, ref in items if isinstance(key, tuple)}
                 self._weak_ref = reductions.StorageWeakRef
             except Exception:  # noqa: BLE001 - another torch's internals: every tensor is read where it lies
-                self._received = set()
+                pass
         return self._received
 
     def of(self, tensor):
