@@ -1,4 +1,4 @@
-// RecordLoader: fixed-size records read into pinned slots and copied over as they are.
+// RecordLoader: fixed-size records read into pinned slots and copied over as they are (loader_ring.hpp).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/read_fully.hpp"
-#include "engine.hpp"
+#include "loader/cuda_loader.hpp"
 #include "sluice/core/io_error.hpp"
 
 namespace sluice {
@@ -45,7 +45,7 @@ RecordLoader::RecordLoader(const std::string& file, std::size_t record_bytes, Lo
                       " bytes and " + std::to_string(trailing_bytes_) +
                       " bytes more (RecordFile::ignore_partial_record takes the whole records and leaves them)");
   BatchPlan plan(records_, {options.batch, options.shuffle, options.seed, options.rank, options.world, options.drop_last});
-  detail::PrefetchSpec spec;
+  detail::LoaderSource spec;
   spec.row_bytes = record_bytes;
   spec.read_row = [open, record_bytes, header_bytes](std::size_t item, std::byte* row) {
     const std::uint64_t offset = header_bytes + std::uint64_t{item} * record_bytes;
@@ -56,7 +56,7 @@ RecordLoader::RecordLoader(const std::string& file, std::size_t record_bytes, Lo
                         (r.error != 0 ? std::string(" failed: ") + std::strerror(r.error)
                                       : " ended early (truncated while in use?)"));
   };
-  engine_ = std::make_unique<detail::PrefetchEngine>(std::move(plan), std::move(spec), options);
+  engine_ = std::make_unique<detail::CudaLoader>(std::move(plan), std::move(spec), options);
 }
 
 RecordLoader::~RecordLoader() = default;

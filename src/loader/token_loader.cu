@@ -1,6 +1,7 @@
 // TokenLoader: windows of T + 1 tokens read from the shards into pinned
 // slots, copied over at their width (2 bytes a token for uint16 shards), and
-// widened on the GPU into int32 inputs and targets.
+// widened on the GPU into int32 inputs and targets: the ring's transform, on
+// its copy stream (loader_ring.hpp).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,7 +11,7 @@
 #include <memory>
 
 #include "core/read_fully.hpp"
-#include "engine.hpp"
+#include "loader/cuda_loader.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/loader/token_windows.hpp"
 
@@ -58,7 +59,7 @@ TokenLoader::TokenLoader(const std::vector<std::string>& files_or_patterns, std:
   BatchPlan plan(windows_, {options.batch, options.shuffle, options.seed, options.rank, options.world, options.drop_last});
   auto files = std::make_shared<OpenShards>(windows->shards());
   const std::size_t width = token_bytes_, batch = options.batch;
-  detail::PrefetchSpec spec;
+  detail::LoaderSource spec;
   spec.row_bytes = (seq + 1) * width;
   spec.out_row_bytes = 2 * seq * sizeof(std::int32_t);
   spec.read_row = [windows, files, width, seq](std::size_t item, std::byte* row) {
@@ -73,18 +74,19 @@ TokenLoader::TokenLoader(const std::vector<std::string>& files_or_patterns, std:
                                      : " ended early: the file is shorter than its header says (truncated while in use?)"));
   };
   // Inputs first, then targets, each `batch` rows long whatever the rows of this batch.
-  spec.transform = [width, seq, batch](StreamView stream, const std::byte* raw, std::byte* out, std::size_t rows) {
+  spec.transform = [width, seq, batch](void* lane, const std::byte* raw, std::byte* out, std::size_t rows) {
+    const auto stream = static_cast<cudaStream_t>(lane);
     auto* inputs = reinterpret_cast<std::int32_t*>(out);
     std::int32_t* targets = inputs + batch * seq;
     const std::size_t n = rows * seq;
     const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 4096));
     if (width == 2)
-      widen<<<blocks, 256, 0, stream.get()>>>(reinterpret_cast<const std::uint16_t*>(raw), inputs, targets, rows, seq);
+      widen<<<blocks, 256, 0, stream>>>(reinterpret_cast<const std::uint16_t*>(raw), inputs, targets, rows, seq);
     else
-      widen<<<blocks, 256, 0, stream.get()>>>(reinterpret_cast<const std::uint32_t*>(raw), inputs, targets, rows, seq);
+      widen<<<blocks, 256, 0, stream>>>(reinterpret_cast<const std::uint32_t*>(raw), inputs, targets, rows, seq);
     SLUICE_CUDA_CHECK(cudaGetLastError());
   };
-  engine_ = std::make_unique<detail::PrefetchEngine>(std::move(plan), std::move(spec), options);
+  engine_ = std::make_unique<detail::CudaLoader>(std::move(plan), std::move(spec), options);
 }
 
 TokenLoader::~TokenLoader() = default;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "core/made_on.hpp"
-#include "loader/pinned_slots.hpp"
+#include "ring/pinned_slots.hpp"
 #include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/event.hpp"
@@ -56,20 +56,44 @@ struct DeviceBlock {
   cudaStream_t free_on;  // the copy stream, then the stream of the last take
 };
 
+// A position's marks: `ready` on the copy stream, `taken` on the consumer's
+// (a timed plan), at position % marks.
+struct Marks {
+  explicit Marks(Event::Timing timing) : ready(timing), taken(timing) {}
+  Event ready, taken;
+  std::size_t ready_position = SIZE_MAX;  // the position whose ready `ready` holds
+};
+
 }  // namespace
 
 struct CudaRingExecutor::Slots {
-  explicit Slots(int on_device) : copy(detail::made_on<Stream>(on_device)) {}
+  Slots(int on_device, int priority) : copy(detail::made_on<Stream>(on_device, priority)) {}
   std::optional<RingPlan> plan;
   Stream copy;
   std::vector<std::shared_ptr<DeviceBlock>> device;
   std::vector<PinnedBuffer<std::byte>> staging;
-  std::vector<Event> ready, released, copied;  // ready/released per device slot, copied per staging slot
-  std::vector<std::size_t> ready_position;     // the position whose ready a device slot's event holds
-  std::vector<bool> released_once;             // whether a slot's released event was recorded
+  std::vector<Event> released, copied;     // released per device slot, copied per staging slot
+  std::vector<const Event*> released_at;   // per device slot: the event of its last release (its own, or a take's mark)
+  std::vector<Marks> marks;                // per position, in a ring far longer than the slots
+  Event loop_start{Event::Timing::enabled};  // a timed plan: where the second position was taken
+  std::size_t taken = 0;                   // positions taken
+  // The sums of a timed plan's waits (under idle_mutex_).
+  std::size_t harvested = 0;  // positions from the start whose wait is summed
+  double fill_ms = 0, waited_ms = 0;
+  const Marks& mark(std::size_t position) const { return marks[position % marks.size()]; }
+  Marks& mark(std::size_t position) { return marks[position % marks.size()]; }
 };
 
-CudaRingExecutor::CudaRingExecutor(int device) : device_(device) {}
+namespace {
+// Longer than the positions in flight (a ready is recorded again only long
+// after its take); a timed plan's are summed lazily, so it keeps many.
+std::size_t mark_count(const RingPlan& plan) {
+  const std::size_t in_flight = 2 * (plan.slots() + plan.ahead());
+  return plan.timed() ? std::max<std::size_t>(256, 2 * in_flight) : in_flight;
+}
+}  // namespace
+
+CudaRingExecutor::CudaRingExecutor(int device, int copy_priority) : device_(device), copy_priority_(copy_priority) {}
 
 CudaRingExecutor::~CudaRingExecutor() { finish(); }
 
@@ -77,15 +101,16 @@ void CudaRingExecutor::make_slots(const RingPlan& plan) {
   std::lock_guard lock(mutex_);
   if (s_) throw std::logic_error("cuda ring executor: runs one ring at a time");
   const DeviceScope scope(device_);
-  auto s = std::make_unique<Slots>(device_);
+  auto s = std::make_unique<Slots>(device_, copy_priority_);
   s->plan.emplace(plan);
   for (std::size_t d = 0; d < plan.slots(); ++d) {
-    s->device.push_back(std::make_shared<DeviceBlock>(device_, plan.slot_bytes(), s->copy.view().get()));
-    s->ready.emplace_back();
+    s->device.push_back(std::make_shared<DeviceBlock>(device_, plan.device_slot_bytes(), s->copy.view().get()));
     s->released.emplace_back();
   }
-  s->ready_position.assign(plan.slots(), SIZE_MAX);
-  s->released_once.assign(plan.slots(), false);
+  s->released_at.assign(plan.slots(), nullptr);
+  const auto timing = plan.timed() ? Event::Timing::enabled : Event::Timing::disabled;
+  for (std::size_t m = mark_count(plan); m > 0; --m) s->marks.emplace_back(timing);
+  s->harvested = plan.start();
   for (std::size_t p = 0; p < plan.staging_slots(); ++p) {
     s->staging.push_back(detail::take_pinned_slot(grown(plan.slot_bytes())));
     s->copied.emplace_back(Event::Timing::disabled, Event::Wait::block);
@@ -144,8 +169,8 @@ void CudaRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vect
   const DeviceScope scope(device_);
   const cudaStream_t copy = s_->copy.view().get();
   for (const RingEdge& e : op)
-    if (e.why == Why::device_slot && keeps(op, e) && s_->released_once.at(op.device_slot))
-      s_->copy.wait(s_->released.at(op.device_slot));
+    if (const Event* released = s_->released_at.at(op.device_slot); e.why == Why::device_slot && keeps(op, e) && released)
+      s_->copy.wait(*released);
   auto& block = s_->device.at(op.device_slot);
   if (block->bytes < bytes) {
     // Freed on the copy stream, after its wait for the slot's release.
@@ -160,11 +185,57 @@ void CudaRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vect
   if (s_->plan->staged()) s_->copied.at(op.staging_slot).record(s_->copy);
 }
 
+void CudaRingExecutor::transform(const RingOp& op, std::size_t bytes, const Transform& fn) {
+  if (!op.active) return;
+  std::byte* slot = nullptr;
+  cudaStream_t copy = nullptr;
+  std::size_t out_at = 0, out_bytes = 0;
+  {
+    std::lock_guard lock(mutex_);
+    slot = static_cast<std::byte*>(s_->device.at(op.device_slot)->data);
+    copy = s_->copy.view().get();
+    out_at = s_->plan->out_offset();
+    out_bytes = s_->plan->device_slot_bytes() - out_at;
+  }
+  // On the copy stream after the copy: ready, recorded next, comes after it.
+  const DeviceScope scope(device_);
+  fn(copy, {slot, bytes}, {slot + out_at, out_bytes});
+}
+
 void CudaRingExecutor::ready(const RingOp& op) {
+  const std::size_t p = op.ref.position;
+  std::size_t marks = 0;
+  bool reused = false;
+  {
+    std::lock_guard lock(mutex_);
+    marks = s_->marks.size();
+    reused = s_->plan->timed() && p >= s_->plan->start() + marks;
+  }
+  // Position p - marks was taken (the producer is at most `ahead` beyond
+  // the consumer): its pair is summed before it is recorded again.
+  if (reused) harvest(p - marks);
   std::lock_guard lock(mutex_);
   const DeviceScope scope(device_);
-  s_->ready.at(op.device_slot).record(s_->copy);
-  s_->ready_position.at(op.device_slot) = op.ref.position;
+  Marks& mark = s_->mark(p);
+  mark.ready.record(s_->copy);
+  mark.ready_position = p;
+}
+
+const Event* CudaRingExecutor::take_locked(const RingOp& op, ConsumerLane lane, bool mark_it) {
+  const std::size_t p = op.ref.position;
+  Marks& mark = s_->mark(p);
+  const Event* marked = nullptr;
+  if (mark_it) {
+    SLUICE_CUDA_CHECK(cudaEventRecord(mark.taken.get(), stream_of(lane)));
+    marked = &mark.taken;
+    // Once: the loop proper starts after the fill.
+    if (s_->taken == 1) SLUICE_CUDA_CHECK(cudaEventRecord(s_->loop_start.get(), stream_of(lane)));
+  }
+  // A position already on the device needs no wait: one operation less on the step's stream.
+  if (!mark.ready.ready()) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(lane), mark.ready.get(), 0));
+  s_->device.at(op.device_slot)->free_on = stream_of(lane);
+  ++s_->taken;
+  return marked;
 }
 
 ConsumerLane CudaRingExecutor::copy_lane() const {
@@ -178,10 +249,7 @@ void CudaRingExecutor::take(const RingOp& op, ConsumerLane lane) {
   // the slot's memory is freed there already. No API call: a file's lanes take a chunk every 2 MiB.
   if (stream_of(lane) == s_->copy.view().get()) return;
   const DeviceScope scope(device_);
-  const Event& ready = s_->ready.at(op.device_slot);
-  // A position already on the device needs no wait: one operation less on the step's stream.
-  if (!ready.ready()) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(lane), ready.get(), 0));
-  s_->device.at(op.device_slot)->free_on = stream_of(lane);
+  (void)take_locked(op, lane, s_->plan->timed());
 }
 
 void CudaRingExecutor::release(const RingOp& op, ConsumerLane lane) {
@@ -190,8 +258,66 @@ void CudaRingExecutor::release(const RingOp& op, ConsumerLane lane) {
   // order: no event to wait on (released_once stays false, so copy() waits on none).
   if (stream_of(lane) == s_->copy.view().get()) return;
   const DeviceScope scope(device_);
-  SLUICE_CUDA_CHECK(cudaEventRecord(s_->released.at(op.device_slot).get(), stream_of(lane)));
-  s_->released_once.at(op.device_slot) = true;
+  Event& released = s_->released.at(op.device_slot);
+  SLUICE_CUDA_CHECK(cudaEventRecord(released.get(), stream_of(lane)));
+  s_->released_at.at(op.device_slot) = &released;
+}
+
+void CudaRingExecutor::release_and_take(const RingOp& release_op, const RingOp& take_op, ConsumerLane lane) {
+  std::lock_guard lock(mutex_);
+  const DeviceScope scope(device_);
+  // One event where the two meet: a timed plan's take mark, which the next
+  // copy into the released slot waits on (it is enqueued long before the
+  // mark is recorded again, marks positions later); else the slot's own.
+  const Event* released = nullptr;
+  if (s_->plan->timed()) {
+    released = take_locked(take_op, lane, true);
+  } else {
+    Event& own = s_->released.at(release_op.device_slot);
+    SLUICE_CUDA_CHECK(cudaEventRecord(own.get(), stream_of(lane)));
+    released = &own;
+    (void)take_locked(take_op, lane, false);
+  }
+  s_->released_at.at(release_op.device_slot) = released;
+}
+
+void CudaRingExecutor::harvest(std::size_t position) const {
+  std::lock_guard lock(idle_mutex_);
+  const DeviceScope scope(device_);
+  for (; s_->harvested <= position; ++s_->harvested) {
+    const Marks& mark = s_->mark(s_->harvested);
+    mark.taken.synchronize();
+    mark.ready.synchronize();
+    // Ready before the consumer's stream got there: no wait.
+    const double waited = std::max(0.0, static_cast<double>(elapsed_ms(mark.taken, mark.ready)));
+    (s_->harvested == s_->plan->start() ? s_->fill_ms : s_->waited_ms) += waited;
+  }
+}
+
+IdleTimes CudaRingExecutor::idle() const {
+  IdleTimes times;
+  std::size_t first = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!s_) return times;
+    times.taken = s_->taken;
+    first = s_->plan->start();
+    if (!s_->plan->timed() || times.taken == 0) return times;
+  }
+  const std::size_t last = first + times.taken - 1;
+  harvest(last);
+  std::lock_guard lock(idle_mutex_);
+  times.fill_ms = s_->fill_ms;
+  times.waited_ms = s_->waited_ms;
+  if (times.taken >= 2) {
+    // The loop runs from taking the second position to taking the last.
+    const DeviceScope scope(device_);
+    const Event& taken = s_->mark(last).taken;
+    s_->loop_start.synchronize();
+    taken.synchronize();
+    times.loop_ms = static_cast<double>(elapsed_ms(s_->loop_start, taken));
+  }
+  return times;
 }
 
 void CudaRingExecutor::detach(const RingOp& op) {
@@ -211,12 +337,12 @@ void CudaRingExecutor::host_wait(OpRef op) {
 bool CudaRingExecutor::copied(std::size_t position) const {
   std::lock_guard lock(mutex_);
   if (!s_) return true;
-  const std::size_t d = s_->plan->device_slot(position);
-  const std::size_t at = s_->ready_position.at(d);
+  const Marks& mark = s_->mark(position);
+  const std::size_t at = mark.ready_position;
   if (at == SIZE_MAX || at < position) return false;  // not enqueued yet
   const DeviceScope scope(device_);
   // A later position's ready on the same stream is later in its order.
-  return s_->ready.at(d).ready();
+  return mark.ready.ready();
 }
 
 void CudaRingExecutor::finish() noexcept {

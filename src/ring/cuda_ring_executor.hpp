@@ -1,10 +1,18 @@
 #pragma once
 // The CUDA ring executor: a ring's plan (ring_plan.hpp) on a GPU. The device
 // slots are device memory, the staging slots page-locked host memory kept
-// across rings (loader/pinned_slots.hpp), the copy lane a copy stream, and
+// across rings (pinned_slots.hpp), the copy lane a copy stream, and
 // `ready` and `release` events; the consumer's lane is the caller's stream
 // (ConsumerLane::handle, a cudaStream_t). The host waits only where the plan
 // says it must: before refilling a staging slot its last copy still reads.
+//
+// The consumer's stream gets as little as can be per position, since at a
+// 0.2 ms step every operation on it shows as idle: the wait on `ready`, only
+// where it has not happened yet, and one event where the release of i-1
+// meets the take of i (held 1). A timed plan makes that event the take's
+// timing mark too: `ready` and `taken` events of each position sit in a ring
+// of at least 256 pairs, summed lazily (on the producer's thread before a
+// pair is recorded again, or in idle()).
 //
 // A device slot's memory is shared (slot_memory): a position detached by its
 // consumer keeps its memory until the last holder lets go, and that memory
@@ -18,11 +26,16 @@
 
 #include "ring/ring_executor.hpp"
 
+namespace sluice {
+class Event;
+}
+
 namespace sluice::ring {
 
 class CudaRingExecutor final : public RingExecutor {
  public:
-  explicit CudaRingExecutor(int device);
+  // `copy_priority`: the copy stream's (a loader's copies run at the device's lowest).
+  explicit CudaRingExecutor(int device, int copy_priority = 0);
   ~CudaRingExecutor() override;
   CudaRingExecutor(const CudaRingExecutor&) = delete;
   CudaRingExecutor& operator=(const CudaRingExecutor&) = delete;
@@ -38,6 +51,9 @@ class CudaRingExecutor final : public RingExecutor {
   void ready(const RingOp& op) override;
   void take(const RingOp& op, ConsumerLane lane) override;
   void release(const RingOp& op, ConsumerLane lane) override;
+  void release_and_take(const RingOp& release_op, const RingOp& take_op, ConsumerLane lane) override;
+  void transform(const RingOp& op, std::size_t bytes, const Transform& fn) override;
+  IdleTimes idle() const override;
   void detach(const RingOp& op) override;
   std::optional<LaneFailure> failure() const override { return std::nullopt; }  // CUDA errors throw where they show
   void host_wait(OpRef op) override;
@@ -48,8 +64,16 @@ class CudaRingExecutor final : public RingExecutor {
   struct Slots;
 
  private:
+  // Where position p is taken: a timed plan's mark, recorded on the lane; then the wait for its ready, unless it has happened.
+  // Returns the mark recorded, if any. Under mutex_.
+  const Event* take_locked(const RingOp& op, ConsumerLane lane, bool mark);
+  // Sums the waits of the positions up to `position` (taken, and ready recorded). Under idle_mutex_, not mutex_.
+  void harvest(std::size_t position) const;
+
   int device_;
+  int copy_priority_;
   mutable std::mutex mutex_;
+  mutable std::mutex idle_mutex_;  // the sums below; taken apart from mutex_, so that take() never waits on a harvest
   std::unique_ptr<Slots> s_;
 };
 

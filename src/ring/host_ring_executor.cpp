@@ -45,7 +45,7 @@ void HostRingExecutor::make_slots(const RingPlan& plan) {
   s_->plan.emplace(plan);
   s_->device.clear();
   for (std::size_t d = 0; d < plan.slots(); ++d)
-    s_->device.push_back(std::make_shared<std::vector<std::byte>>(plan.slot_bytes(), poison));
+    s_->device.push_back(std::make_shared<std::vector<std::byte>>(plan.device_slot_bytes(), poison));
   s_->staging.assign(plan.staging_slots(), std::vector<std::byte>(plan.slot_bytes(), poison));
   s_->runs.clear();
   s_->device_holder.assign(plan.slots(), std::nullopt);
@@ -55,6 +55,9 @@ void HostRingExecutor::make_slots(const RingPlan& plan) {
   s_->staging_lane = std::make_unique<LaneThread>();
   s_->copy_lane = std::make_unique<LaneThread>();
   s_->consumer_lane = std::make_unique<LaneThread>();
+  if (plan.transformed()) s_->side_lane = std::make_unique<LaneThread>();
+  s_->idle = {};
+  s_->timed_takes = 0;
 }
 
 std::byte* HostRingExecutor::staging_slot(std::size_t slot) {
@@ -131,6 +134,31 @@ void HostRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vect
   });
 }
 
+void HostRingExecutor::transform(const RingOp& op, std::size_t bytes, const Transform& fn) {
+  if (!op.active) return;
+  s_->submitted(op.ref);
+  State* s = s_.get();
+  std::shared_ptr<std::vector<std::byte>> slot;
+  bool ready_waits = true;
+  {
+    std::lock_guard lock(s->mutex);
+    slot = s->device.at(op.device_slot);
+    const RingOp ready = s->plan->op(op.ref.position, Step::ready);
+    for (const RingEdge& e : ready)
+      if (e.on == op.ref && !s->kept(ready, e)) ready_waits = false;
+  }
+  const std::size_t out_at = s->plan->out_offset(), out_bytes = s->plan->device_slot_bytes() - out_at;
+  auto run = [s, op, bytes, fn, slot, out_at, out_bytes] {
+    s->perform(op, &s->copy_failed, [&] {
+      fn(nullptr, {slot->data(), bytes}, {slot->data() + out_at, out_bytes});
+    });
+  };
+  // Ready waits for the transform because it comes after it on the copy
+  // lane (as a kernel on the copy stream). With that edge left out, it runs
+  // beside the lane, as a kernel on another stream would, and ready does not wait.
+  (ready_waits ? s->copy_lane : s->side_lane)->enqueue(std::move(run));
+}
+
 void HostRingExecutor::detach(const RingOp& op) {
   std::lock_guard lock(s_->mutex);
   auto& memory = s_->device.at(op.device_slot);
@@ -150,6 +178,10 @@ void HostRingExecutor::ready(const RingOp& op) {
 
 void HostRingExecutor::take(const RingOp& op, ConsumerLane) {
   s_->submitted(op.ref);
+  {
+    std::lock_guard lock(s_->mutex);
+    ++s_->idle.taken;
+  }
   State* s = s_.get();
   s_->consumer_lane->enqueue([s, op] { s->perform(op, &s->consumer_failed, {}); });
 }
@@ -202,12 +234,13 @@ void HostRingExecutor::finish() noexcept {
   s_->changed.notify_all();
   // Each lane runs what it was given to the end: waits on operations that
   // never came give up, so none waits forever.
-  std::unique_ptr<LaneThread> lanes[3];
+  std::unique_ptr<LaneThread> lanes[4];
   {
     std::lock_guard lock(s_->mutex);
     lanes[0] = std::move(s_->staging_lane);
     lanes[1] = std::move(s_->copy_lane);
-    lanes[2] = std::move(s_->consumer_lane);
+    lanes[2] = std::move(s_->side_lane);
+    lanes[3] = std::move(s_->consumer_lane);
   }
   for (auto& lane : lanes) lane.reset();
   std::lock_guard lock(s_->mutex);
@@ -221,12 +254,17 @@ HostRingExecutor::Holdings HostRingExecutor::holdings() const {
   std::lock_guard lock(s_->mutex);
   for (const auto& slot : s_->device) h.device_bytes += slot->size();
   for (const auto& slot : s_->staging) h.staging_bytes += slot.size();
-  for (const auto* lane : {&s_->staging_lane, &s_->copy_lane, &s_->consumer_lane})
+  for (const auto* lane : {&s_->staging_lane, &s_->copy_lane, &s_->side_lane, &s_->consumer_lane})
     if (*lane) {
       ++h.lane_threads;
       h.pending += (*lane)->pending();
     }
   return h;
+}
+
+IdleTimes HostRingExecutor::idle() const {
+  std::lock_guard lock(s_->mutex);
+  return s_->idle;
 }
 
 std::vector<std::string> HostRingExecutor::violations() const {

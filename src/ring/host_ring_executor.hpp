@@ -9,7 +9,8 @@
 // plan: every operation it waits on has finished (for the `ahead` edge: the
 // consumer has taken that position), no device slot is written while the
 // position it holds is not released, and no staging slot while its copy has
-// not read it. What breaks one is recorded in violations(). It can pause at
+// not read it. What breaks one is recorded in violations(). A transform runs
+// on the copy lane, between its copy and ready. It can pause at
 // random (seeded) before each operation, so that the lanes meet in different
 // orders from seed to seed, inject a failure at a stage or a copy, and leave
 // kinds of edges out (ignore_edges) to show what each one guards.
@@ -69,6 +70,7 @@ class HostRingExecutor final : public RingExecutor {
   std::shared_ptr<void> slot_memory(std::size_t slot) override;
   void stage(const RingOp& op, std::size_t bytes, const Fill& fill) override;
   void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) override;
+  void transform(const RingOp& op, std::size_t bytes, const Transform& fn) override;
   void detach(const RingOp& op) override;
   bool copied(std::size_t position) const override;
   void ready(const RingOp& op) override;
@@ -77,6 +79,8 @@ class HostRingExecutor final : public RingExecutor {
   std::optional<LaneFailure> failure() const override;
   void host_wait(OpRef op) override;
   bool keeps(const RingOp& op, const RingEdge& edge) const override;
+  // A timed plan's consumer lane, by the clock: how long each take waited for its ready.
+  IdleTimes idle() const override;
   void finish() noexcept override;
 
   struct State;

@@ -59,11 +59,24 @@ void HostRingExecutor::State::finished_with_slots(const RingOp& op) {
   if (op.ref.step == Step::release && device_holder.at(op.device_slot) == p) device_holder.at(op.device_slot).reset();
 }
 
+void HostRingExecutor::State::timed_take(std::chrono::steady_clock::time_point from) {
+  const auto now = std::chrono::steady_clock::now();
+  const double waited = std::chrono::duration<double, std::milli>(now - from).count();
+  if (timed_takes == 0) idle.fill_ms = waited;
+  else idle.waited_ms += waited;
+  // The loop runs from where the lane reached the second take to where it reached the last.
+  if (timed_takes == 1) loop_start = from;
+  if (timed_takes >= 1) idle.loop_ms = std::chrono::duration<double, std::milli>(from - loop_start).count();
+  ++timed_takes;
+}
+
 std::optional<std::string> HostRingExecutor::State::perform(const RingOp& op, bool* lane_failed, const std::function<void()>& work) {
   std::optional<std::string> failed;
   {
+    const auto from = std::chrono::steady_clock::now();
     std::unique_lock lock(mutex);
     wait_edges(op, lock);
+    if (op.ref.step == Step::take && plan->timed()) timed_take(from);
   }
   jitter(op.ref.index());
   {

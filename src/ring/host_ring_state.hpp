@@ -4,6 +4,7 @@
 // its checks have seen. Each operation runs through perform(): its waits
 // (the edges the executor keeps), a seeded pause, the checks against the
 // whole plan, its work. Host-only.
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +44,11 @@ struct HostRingExecutor::State {
   bool copy_failed = false, consumer_failed = false;
   bool finishing = false;
   std::uint64_t consumer_work = 0;
-  std::unique_ptr<LaneThread> staging_lane, copy_lane, consumer_lane;
+  // side_lane: a transform whose ready does not wait for it (an edge left out).
+  std::unique_ptr<LaneThread> staging_lane, copy_lane, side_lane, consumer_lane;
+  IdleTimes idle;  // takes enqueued; a timed plan's waits, by the clock, as the lane runs them
+  std::size_t timed_takes = 0;
+  std::chrono::steady_clock::time_point loop_start;
 
   Run& run(OpRef ref) { return runs[ref.index()]; }
   bool finished(OpRef ref) const {
@@ -71,6 +76,9 @@ struct HostRingExecutor::State {
   void check(const RingOp& op);
 
   void finished_with_slots(const RingOp& op);
+
+  // A take's wait for its ready, from `from` to now, into `idle`.
+  void timed_take(std::chrono::steady_clock::time_point from);
 
   // Runs one operation of the plan on the calling lane: its waits, its
   // checks, its work. `lane_failed`: the lane's sticky failure (none for a

@@ -9,21 +9,25 @@
 
 namespace sluice::ring {
 
-RingError::RingError(std::size_t position, std::size_t item, Step step, const std::string& what)
+RingError::RingError(std::size_t position, std::size_t item, Step step, const std::string& what, std::exception_ptr cause)
     : std::runtime_error(fmt::format("ring: position {} (item {}) failed at its {}: {}", position, item, to_string(step), what)),
       position_(position),
       item_(item),
-      step_(step) {}
+      step_(step),
+      cause_(std::move(cause)) {}
 
 Ring::Ring(RingPlan plan, RingExecutor& executor, RingSource source)
     : plan_(std::move(plan)), executor_(executor), source_(std::move(source)), next_(plan_.start()), produced_(plan_.start()) {
   if (!source_.put_by_caller) {
     if (plan_.staged() && !source_.fill) throw std::invalid_argument("ring: a staged plan needs a fill function");
     if (!plan_.staged() && !source_.source) throw std::invalid_argument("ring: an unstaged plan needs a source function");
-    if (plan_.unbounded()) throw std::invalid_argument("ring: an unbounded ring's items come from the caller's put()");
   } else if (!plan_.staged()) {
     throw std::invalid_argument("ring: the caller's items are staged (their pieces may still point at page-locked memory)");
   }
+  if (plan_.transformed() && (source_.put_by_caller || !source_.transform))
+    throw std::invalid_argument("ring: a plan with a transform needs the ring's own producer and a transform function");
+  if (!plan_.transformed() && source_.transform)
+    throw std::invalid_argument("ring: a transform function for a plan without out_bytes");
   executor_.make_slots(plan_);
   if (!source_.put_by_caller) producer_ = std::thread([this] { produce(); });
 }
@@ -64,6 +68,13 @@ void Ring::produce_position(std::size_t p, const Item& item, Step& step) {
   if (plan_.staged()) executor_.stage(plan_.op(p, Step::stage), staged_bytes(item), item.fill ? item.fill : [](std::span<std::byte>) {});
   step = Step::copy;
   executor_.copy(plan_.op(p, Step::copy), item.bytes, item.pieces);
+  if (plan_.transformed()) {
+    step = Step::transform;
+    executor_.transform(plan_.op(p, Step::transform), item.bytes,
+                        [this, it = plan_.item(p)](void* lane, std::span<const std::byte> raw, std::span<std::byte> out) {
+                          source_.transform(it, lane, raw, out);
+                        });
+  }
   step = Step::ready;
   executor_.ready(plan_.op(p, Step::ready));
   {
@@ -78,7 +89,6 @@ void Ring::produce() noexcept {
   std::size_t p = plan_.start();
   Step step = Step::stage;
   try {
-    const std::size_t bytes = plan_.slot_bytes();
     for (; p < plan_.positions(); ++p) {
       wait_for_lead(p);
       {
@@ -86,6 +96,10 @@ void Ring::produce() noexcept {
         if (stopping_) return;
       }
       const std::size_t item = plan_.item(p);
+      step = Step::stage;
+      const std::size_t bytes = source_.bytes ? source_.bytes(item) : plan_.slot_bytes();
+      if (bytes > plan_.slot_bytes())
+        throw std::invalid_argument(fmt::format("ring: an item of {} bytes in slots of {}", bytes, plan_.slot_bytes()));
       Item one{bytes, {}, {{nullptr, 0, bytes}}};
       step = Step::copy;  // an unstaged ring's source is asked for the copy
       if (plan_.staged())
@@ -96,10 +110,10 @@ void Ring::produce() noexcept {
     }
   } catch (const std::exception& e) {
     std::lock_guard lock(mutex_);
-    error_.emplace(p, plan_.item(p), step, e.what());
+    error_.emplace(p, plan_.item(p), step, e.what(), std::current_exception());
   } catch (...) {
     std::lock_guard lock(mutex_);
-    error_.emplace(p, plan_.item(p), step, "an unknown exception");
+    error_.emplace(p, plan_.item(p), step, "an unknown exception", std::current_exception());
   }
   changed_.notify_all();
 }
@@ -139,7 +153,7 @@ std::size_t Ring::put(const Item& item) {
   } catch (const std::exception& e) {
     {
       std::lock_guard lock(mutex_);
-      error_.emplace(p, plan_.item(p), step, e.what());
+      error_.emplace(p, plan_.item(p), step, e.what(), std::current_exception());
       putting_ = false;
     }
     changed_.notify_all();
@@ -221,14 +235,23 @@ std::optional<Ring::Taken> Ring::take(ConsumerLane lane) {
   }
   // A copy that failed at or before p fails this take; one after p, a later take.
   if (const auto failed = executor_.failure(); (failed && failed->at.position <= p) || produced_ <= p) throw_failure(lock);
-  while (held_.size() >= plan_.held()) release_locked(held_.front(), lane);
-  executor_.take(plan_.op(p, Step::take), lane);
+  while (held_.size() > plan_.held()) release_locked(held_.front(), lane);  // none: held never passes it
+  if (held_.size() == plan_.held()) {
+    // The release of the oldest and this take meet at one point of the
+    // consumer's lane: the executor may mark it once for both.
+    executor_.release_and_take(plan_.op(held_.front(), Step::release), plan_.op(p, Step::take), lane);
+    held_.pop_front();
+  } else {
+    executor_.take(plan_.op(p, Step::take), lane);
+  }
   held_.push_back(p);
   next_ = p + 1;
   const std::size_t bytes = bytes_.at(p);
   bytes_.erase(p);
   const std::size_t slot = plan_.device_slot(p);
-  Taken taken{p, plan_.item(p), slot, executor_.device_slot(slot), bytes, executor_.slot_memory(slot)};
+  std::byte* data = executor_.device_slot(slot);
+  Taken taken{p, plan_.item(p), slot, data, bytes, plan_.transformed() ? data + plan_.out_offset() : nullptr,
+              executor_.slot_memory(slot)};
   lock.unlock();
   changed_.notify_all();
   return taken;

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <vector>
@@ -43,14 +44,17 @@ namespace sluice::ring {
 // A position that failed: where, and which step.
 class RingError : public std::runtime_error {
  public:
-  RingError(std::size_t position, std::size_t item, Step step, const std::string& what);
+  RingError(std::size_t position, std::size_t item, Step step, const std::string& what, std::exception_ptr cause = nullptr);
   std::size_t position() const { return position_; }
   std::size_t item() const { return item_; }
   Step step() const { return step_; }
+  // What the producer's side threw (a fill's read error, as its own type), where there was one.
+  std::exception_ptr cause() const { return cause_; }
 
  private:
   std::size_t position_, item_;
   Step step_;
+  std::exception_ptr cause_;
 };
 
 // Where an item's bytes come from: `fill` for a staged plan, `source` for an
@@ -61,6 +65,13 @@ struct RingSource {
   std::function<void(std::size_t item, std::span<std::byte> slot)> fill = {};
   // The item's slot_bytes, in memory the copy lane reaches (page-locked), kept by the caller while the ring runs.
   std::function<const std::byte*(std::size_t item)> source = {};
+  // The bytes `fill` writes and the copy moves, at most slot_bytes (a
+  // loader's short last batch); empty: slot_bytes. Asked on the producer's
+  // thread, in position order, before the position's stage.
+  std::function<std::size_t(std::size_t item)> bytes = {};
+  // For a plan with out_bytes: the position's output from its copied bytes,
+  // on the copy lane between the copy and ready (ring_executor.hpp).
+  std::function<void(std::size_t item, void* lane, std::span<const std::byte> raw, std::span<std::byte> out)> transform = {};
 };
 
 class Ring {
@@ -78,6 +89,7 @@ class Ring {
     std::size_t slot = 0;
     std::byte* data = nullptr;  // the device slot, valid on the consumer's lane until the position is released
     std::size_t bytes = 0;
+    std::byte* out = nullptr;   // the transform's output in the slot (a plan with out_bytes)
     std::shared_ptr<void> memory;  // what holds `data`: kept past the release by detach()
   };
   // One item, from a producer of the caller's: `bytes` in its device slot,
@@ -124,6 +136,9 @@ class Ring {
   void detach(std::size_t position);
   // Ends the ring early: nothing runs once it returns. Idempotent.
   void stop() noexcept;
+
+  // How long the consumer's lane waited so far (RingOptions::timed).
+  IdleTimes idle() const { return executor_.idle(); }
 
   // Where a ring resumed with RingOptions::start = next_position() goes on.
   std::size_t next_position() const;

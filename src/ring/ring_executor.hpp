@@ -49,6 +49,22 @@ struct CopyPiece {
   std::byte* to = nullptr;
 };
 
+// How long the consumer's lane waited for positions (RingOptions::timed).
+// The first position taken is the fill (the ring starting up), apart; the
+// loop runs from taking the second position to taking the last.
+struct IdleTimes {
+  std::size_t taken = 0;  // positions taken
+  double fill_ms = 0;     // the wait for the first
+  double waited_ms = 0;   // the waits for every later one, summed
+  double loop_ms = 0;     // the second taken to the last, on the consumer's lane
+};
+
+// A position's transform (RingOptions::out_bytes), on the copy lane after its
+// copy: `lane` is the copy lane's handle (a cudaStream_t on a GPU, to launch
+// on; null on the host executor, which runs it on its copy lane's thread),
+// `raw` the bytes the copy wrote into the device slot, `out` the slot's output.
+using Transform = std::function<void(void* lane, std::span<const std::byte> raw, std::span<std::byte> out)>;
+
 class RingExecutor {
  public:
   virtual ~RingExecutor() = default;
@@ -72,12 +88,23 @@ class RingExecutor {
   // at least `bytes` (new memory where it is smaller) and copies the pieces
   // into it; the ring has checked that every piece lies within `bytes`.
   virtual void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) = 0;
+  // Copy lane, returning at once: after the copy of `op`'s position, makes
+  // its output from its first `bytes` in the device slot (a plan with a transform).
+  virtual void transform(const RingOp& op, std::size_t bytes, const Transform& fn) = 0;
   // Copy lane: the position is on the device once the lane gets here.
   virtual void ready(const RingOp& op) = 0;
   // Consumer lane, returning at once: the lane waits for the position's ready.
   virtual void take(const RingOp& op, ConsumerLane lane) = 0;
   // Consumer lane, returning at once: the consumer's work so far is done with the slot.
   virtual void release(const RingOp& op, ConsumerLane lane) = 0;
+  // Both at the same point of the consumer's lane (held 1: the release of
+  // i-1 as i is taken). An executor whose release and take each mark the
+  // lane may mark it once for both: on a GPU, one event per position on the
+  // consumer's stream, which at a 0.2 ms step shows as idle.
+  virtual void release_and_take(const RingOp& release_op, const RingOp& take_op, ConsumerLane lane) {
+    release(release_op, lane);
+    take(take_op, lane);
+  }
   // Consumer, before the release `op`: the position's memory stays with
   // whoever holds it (slot_memory), and the slot gets new memory, so that
   // no later copy writes what the holder still reads.
@@ -97,6 +124,9 @@ class RingExecutor {
   // so that several rings on one thread each do not wait on each other
   // through one shared consumer's stream. The host executor ignores lanes: {}.
   virtual ConsumerLane copy_lane() const { return {}; }
+  // The consumer lane's waits so far, for a timed plan; zeros where the
+  // executor cannot tell (`taken` is counted all the same).
+  virtual IdleTimes idle() const = 0;
   // Whether the engine waits on this edge (every edge, except on a test
   // executor told to leave some out, to show what each one guards).
   virtual bool keeps(const RingOp&, const RingEdge&) const { return true; }

@@ -14,6 +14,7 @@ std::string_view to_string(Step step) {
   switch (step) {
     case Step::stage: return "stage";
     case Step::copy: return "copy";
+    case Step::transform: return "transform";
     case Step::ready: return "ready";
     case Step::take: return "take";
     case Step::release: return "release";
@@ -46,6 +47,7 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
   if (o_.ahead == 0) throw std::invalid_argument("ring: ahead must be at least 1 position");
   if (o_.held == 0) throw std::invalid_argument("ring: the consumer holds at least the position it took last");
   if (o_.slot_bytes == 0) throw std::invalid_argument("ring: a slot of 0 bytes");
+  if (o_.out_bytes > SIZE_MAX / 2 || o_.slot_bytes > SIZE_MAX / 2) throw std::invalid_argument("ring: slots too large");
   if (o_.items == RingOptions::unbounded && (o_.order != Order::batches || o_.steps != 1))
     throw std::invalid_argument("ring: an unbounded ring hands out batches, once");
   slots_ = o_.slots == 0 ? o_.ahead + o_.held : o_.slots;
@@ -102,9 +104,14 @@ RingOp RingPlan::op(OpRef ref) const {
         wait(o_.ahead, Step::take, Why::ahead);
       wait(slots_, Step::release, Why::device_slot);
       break;
+    case Step::transform:
+      op.lane = Lane::copy;
+      op.active = transformed();
+      if (op.active) wait(0, Step::copy, Why::data);
+      break;
     case Step::ready:
       op.lane = Lane::copy;
-      wait(0, Step::copy, Why::data);
+      wait(0, transformed() ? Step::transform : Step::copy, Why::data);
       break;
     case Step::take:
       op.lane = Lane::consumer;
@@ -128,9 +135,12 @@ std::string describe(const RingPlan& plan, const RingOp& op) {
       where = plan.staged() ? fmt::format("staging[{}] -> device[{}]", op.staging_slot, op.device_slot)
                             : fmt::format("item {} -> device[{}]", op.item, op.device_slot);
       break;
+    case Step::transform:
+      where = fmt::format("device[{}] -> its out", op.device_slot);
+      break;
     default: where = fmt::format("device[{}]", op.device_slot); break;
   }
-  std::string line = fmt::format("  {:>5} {:<8} {:<9} {:<26}", op.ref.position, to_string(op.ref.step), to_string(op.lane), where);
+  std::string line = fmt::format("  {:>5} {:<9} {:<9} {:<26}", op.ref.position, to_string(op.ref.step), to_string(op.lane), where);
   const char* sep = "after ";
   for (const RingEdge& e : op) {
     line += fmt::format("{}{} {} ({})", sep, to_string(e.on.step), e.on.position, to_string(e.why));
@@ -149,7 +159,10 @@ std::string explain(const RingPlan& plan, std::size_t shown) {
                                 plan.start());
   out += fmt::format("  ahead {}, held {}, {} device slots", plan.ahead(), plan.held(), plan.slots());
   out += plan.staged() ? fmt::format(", {} staging slots", plan.staging_slots()) : std::string(", unstaged");
-  out += fmt::format(" of {} bytes\n", plan.slot_bytes());
+  out += fmt::format(" of {} bytes", plan.slot_bytes());
+  if (plan.transformed()) out += fmt::format(", a transform into {} bytes at offset {} of each device slot", o.out_bytes, plan.out_offset());
+  if (plan.timed()) out += ", timed";
+  out += "\n";
   auto position = [&](std::size_t p) {
     for (std::size_t s = 0; s < step_count; ++s) {
       const RingOp op = plan.op(p, static_cast<Step>(s));

@@ -20,7 +20,9 @@
 //   copy    i  copy lane     staging or caller memory -> device[i % D]
 //                                                      after stage i      (its data; unstaged: take i-A)
 //                                                            release i-D  (the device slot's last user)
-//   ready   i  copy lane     an event after the copy   after copy i
+//   transform i copy lane    the slot's copied bytes -> its output bytes (only where out_bytes > 0)
+//                                                      after copy i
+//   ready   i  copy lane     an event after the copy   after copy i (or transform i)
 //   take    i  consumer lane the consumer's lane waits after ready i
 //   release i  consumer lane the consumer is done      after take i       (by default at take i+H)
 //
@@ -59,11 +61,19 @@ struct RingOptions {
   bool staged = true;          // the producer fills pinned staging slots (else the copy reads the caller's memory)
   std::size_t slot_bytes = 0;  // bytes of one item, in every slot (an unbounded ring's first capacity: items may differ)
   std::size_t start = 0;       // the first position taken: a ring resumed where another stopped
+  // Bytes a transform writes into each device slot after the copy (a token
+  // loader's int32 inputs and targets); 0: no transform. A slot is then
+  // laid out as the copied bytes (slot_bytes), then the output at
+  // out_offset(): one allocation, so that one release and one detach cover both.
+  std::size_t out_bytes = 0;
+  // Measure how long the consumer's lane waits for each position (timing
+  // events on a GPU): RingExecutor::idle().
+  bool timed = false;
 };
 
 // An operation of a position, in the order its item passes them.
-enum class Step : std::uint8_t { stage, copy, ready, take, release };
-inline constexpr std::size_t step_count = 5;
+enum class Step : std::uint8_t { stage, copy, transform, ready, take, release };
+inline constexpr std::size_t step_count = 6;
 std::string_view to_string(Step step);
 
 // Where an operation runs: the host's staging threads, the copy lane (a copy
@@ -98,7 +108,7 @@ struct RingOp {
   std::size_t item = 0;
   std::size_t device_slot = 0;
   std::size_t staging_slot = 0;  // stage and copy of a staged plan
-  bool active = true;            // false: a stage of an unstaged plan, which does nothing
+  bool active = true;            // false: a stage of an unstaged plan, or a transform of a plan without one: does nothing
   std::array<RingEdge, 2> edges{};
   std::size_t edge_count = 0;
   const RingEdge* begin() const { return edges.data(); }
@@ -124,6 +134,11 @@ class RingPlan {
   std::size_t staging_slots() const { return staging_; }
   bool staged() const { return o_.staged; }
   std::size_t slot_bytes() const { return o_.slot_bytes; }
+  bool transformed() const { return o_.out_bytes > 0; }
+  // Where a transform's output starts in a device slot (aligned for any type), and the slot's whole size.
+  std::size_t out_offset() const { return transformed() ? (o_.slot_bytes + 255) / 256 * 256 : o_.slot_bytes; }
+  std::size_t device_slot_bytes() const { return out_offset() + o_.out_bytes; }
+  bool timed() const { return o_.timed; }
 
   // The item position `p` holds. Throws std::out_of_range past the last position.
   std::size_t item(std::size_t p) const;

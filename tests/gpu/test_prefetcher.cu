@@ -23,6 +23,7 @@
 #include "sluice/loader/prefetcher.hpp"
 #include "sluice/loader/token_windows.hpp"
 #include "sluice/pipeline/file_io.hpp"
+#include "ring/pinned_slots.hpp"
 #include "test_kernels.cuh"
 
 using sluice::LoaderOptions;
@@ -278,12 +279,14 @@ TEST_F(PrefetcherTest, DestroyedWithBatchesInFlightJoinsAndLeaksNothing) {
   step.synchronize();
 }
 
-TEST_F(PrefetcherTest, DestroyingALoaderWaitsForItsOwnWorkNotForOtherStreams) {
-  // Another stream of the process is busy: a host function in it waits until
-  // the test lets it go (or 20 s pass). It holds no SM, so the loader's own
-  // copies and kernels run meanwhile. A loader that synchronised the device
-  // on its way out would wait for that stream: it must wait only for its own work.
-  const auto pattern = shards({20'000}, 2);
+// Another stream of the process is busy: a host function in it waits until
+// the test lets it go (or 20 s pass). It holds no SM, so the loader's own
+// copies and kernels run meanwhile. A loader that synchronised the device on
+// its way out (cudaFreeHost does) would wait for that stream: it must wait
+// only for its own work. Returns whether the other stream was still busy once
+// the loader was gone.
+namespace {
+bool other_stream_busy_after_a_loader_goes(const std::string& pattern) {
   std::atomic<bool> let_go{false};
   sluice::Stream step, other;
   {
@@ -300,7 +303,30 @@ TEST_F(PrefetcherTest, DestroyingALoaderWaitsForItsOwnWorkNotForOtherStreams) {
   const cudaError_t busy = cudaStreamQuery(other.get());
   let_go = true;
   other.synchronize();
-  EXPECT_EQ(busy, cudaErrorNotReady) << "the loader's destructor waited for another stream's work";
+  return busy == cudaErrorNotReady;
+}
+}  // namespace
+
+TEST_F(PrefetcherTest, DestroyingALoaderWaitsForItsOwnWorkNotForOtherStreams) {
+  EXPECT_TRUE(other_stream_busy_after_a_loader_goes(shards({20'000}, 2)))
+      << "the loader's destructor waited for another stream's work";
+}
+
+TEST_F(PrefetcherTest, ALoaderLetGoWhileThePinnedSlotsKeptAreFullWaitsForItsOwnWorkNotForOtherStreams) {
+  // Other rings (a checkpoint's load, another prefetcher) gave back as many
+  // pinned slots as are kept: the loader's slots go beyond the bound, and
+  // freeing them there (cudaFreeHost) would wait for the whole device.
+  const auto pattern = shards({20'000}, 2);
+  // Sizes no loader asks for (its slots grow in whole MiB), up to the bound exactly.
+  std::vector<sluice::PinnedBuffer<std::byte>> others;
+  const std::size_t limit = sluice::detail::kept_pinned_limit(), slot = (std::size_t{4} << 20) + 4096;
+  std::size_t kept = sluice::detail::kept_pinned_bytes();
+  for (; kept + slot <= limit; kept += slot) others.push_back(sluice::detail::take_pinned_slot(slot));
+  if (kept < limit) others.push_back(sluice::detail::take_pinned_slot(limit - kept));
+  for (auto& buffer : others) sluice::detail::give_back_pinned_slot(std::move(buffer));
+  ASSERT_GE(sluice::detail::kept_pinned_bytes(), sluice::detail::kept_pinned_limit());
+  EXPECT_TRUE(other_stream_busy_after_a_loader_goes(pattern))
+      << "the loader's destructor freed its pinned slots and waited for another stream's work";
 }
 
 TEST_F(PrefetcherTest, BatchesThatCannotFitAreRefusedBeforeTheFirst) {

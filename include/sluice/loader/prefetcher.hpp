@@ -87,7 +87,7 @@ struct RecordBatch {
 };
 
 namespace detail {
-class PrefetchEngine;
+class CudaLoader;
 }
 
 // Batches of token windows from llm.c shards (token_shard.hpp). Throws
@@ -117,7 +117,7 @@ class TokenLoader {
   std::size_t seq_;
   std::size_t windows_ = 0;
   std::size_t token_bytes_ = 2;
-  std::unique_ptr<detail::PrefetchEngine> engine_;
+  std::unique_ptr<detail::CudaLoader> engine_;
 };
 
 // Where the records lie in a record file.
@@ -151,7 +151,7 @@ class RecordLoader {
   std::size_t record_bytes_;
   std::size_t records_ = 0;
   std::size_t trailing_bytes_ = 0;
-  std::unique_ptr<detail::PrefetchEngine> engine_;
+  std::unique_ptr<detail::CudaLoader> engine_;
 };
 
 }  // namespace sluice

@@ -27,6 +27,7 @@ Kept& kept() {
 }  // namespace
 
 PinnedBuffer<std::byte> take_pinned_slot(std::size_t bytes) {
+  std::vector<PinnedBuffer<std::byte>> beyond_the_bound;  // freed after the lock, oldest kept first
   {
     Kept& k = kept();
     std::lock_guard lock(k.mutex);
@@ -37,14 +38,20 @@ PinnedBuffer<std::byte> take_pinned_slot(std::size_t bytes) {
         k.bytes -= bytes;
         return slot;
       }
+    while (k.bytes > kept_limit) {
+      k.bytes -= k.slots.front().size();
+      beyond_the_bound.push_back(std::move(k.slots.front()));
+      k.slots.erase(k.slots.begin());
+    }
   }
+  beyond_the_bound.clear();
   return PinnedBuffer<std::byte>(bytes);
 }
 
 void give_back_pinned_slot(PinnedBuffer<std::byte> slot) noexcept {
+  if (slot.empty()) return;
   Kept& k = kept();
   std::lock_guard lock(k.mutex);
-  if (slot.empty() || k.bytes + slot.size() > kept_limit) return;  // freed here, on leaving
   k.bytes += slot.size();
   k.slots.push_back(std::move(slot));
 }
@@ -54,5 +61,7 @@ std::size_t kept_pinned_bytes() {
   std::lock_guard lock(k.mutex);
   return k.bytes;
 }
+
+std::size_t kept_pinned_limit() { return kept_limit; }
 
 }  // namespace sluice::detail
