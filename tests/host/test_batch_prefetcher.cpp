@@ -3,9 +3,12 @@
 // page-locked pieces are copied where they lie, kept batches keep their
 // bytes, and a producer that fails or a consumer that stops leaves nothing
 // running. Host-only: this is how CI tests the engine the GPU runs.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -216,6 +219,54 @@ TEST(BatchPrefetcher, APieceWhoseFileEndsEarlyFailsItsBatchSayingWhere) {
   }
   EXPECT_EQ(wrong, 0u) << "the batch before the failing one";
   expect_nothing_held(executor);
+}
+
+namespace {
+// The one batch a producer puts fails at next(), with what went wrong; nothing is left held.
+void expect_the_batch_fails(const std::vector<HostPiece>& pieces, const std::vector<std::string>& said) {
+  HostRingExecutor executor({.jitter_us = 30, .seed = 5});
+  {
+    BatchPrefetcher p(executor, {.ahead = 2, .held = 1, .threads = 4});
+    std::thread producer([&] {
+      try {
+        p.put(pieces);
+      } catch (const std::exception&) {
+        // next() reports it
+      }
+    });
+    try {
+      p.next();
+      ADD_FAILURE() << "no error";
+    } catch (const RingError& e) {
+      EXPECT_EQ(e.position(), 0u);
+      const std::string what = e.what();
+      for (const std::string& words : said) EXPECT_NE(what.find(words), std::string::npos) << what;
+    }
+    producer.join();
+  }
+  expect_nothing_held(executor);
+}
+}  // namespace
+
+TEST(BatchPrefetcher, APieceWhoseFileCannotBeReadFailsItsBatchWithTheSystemsReason) {
+  // pread of a directory fails with EISDIR: an error, not an early end.
+  const int directory = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(directory, 0);
+  const std::vector<std::byte> bytes = piece_bytes(0, 0, 4096);
+  expect_the_batch_fails({{bytes.data(), 4096, false, directory, 0}},
+                         {"reading piece 0 of a batch from its file", "at byte 0 of 4096", std::strerror(EISDIR)});
+  ::close(directory);
+}
+
+TEST(BatchPrefetcher, ALargePieceWhoseFileEndsEarlyFailsItsBatchFromTheStagingThreads) {
+  // 1 MiB, past the size staged on the producer's thread: the staging
+  // threads read it in pieces, and the ones past the file's end fail.
+  const std::size_t bytes = std::size_t{1} << 20;
+  const std::vector<std::byte> all = piece_bytes(0, 0, bytes);
+  const MemoryFile file;
+  file.write(std::span(all).first(600'000), 0);
+  expect_the_batch_fails({{all.data(), bytes, false, file.fd, 0}},
+                         {"reading piece 0 of a batch from its file", "of 1048576: the file ended"});
 }
 
 // A batch the consumer keeps past its release keeps its bytes while its slot
