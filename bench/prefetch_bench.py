@@ -3,7 +3,8 @@
 
 Image-sized batches (64 x 3 x 224 x 224 float32, 38.5 MB) from a DataLoader with worker
 processes: the DataLoader alone (no copy), its usual loop (pin_memory=True, .to(non_blocking=True)),
-and sluice.Prefetcher over it. In-process pageable batches from a generator: .to('cuda') per
+and sluice.Prefetcher over it; the same DataLoader whose workers collate into page-locked slots
+(collate_fn=sluice.PinnedCollate()), alone and under sluice.Prefetcher. In-process pageable batches from a generator: .to('cuda') per
 batch, a careful expert's loop (a reused pinned buffer, a copy stream, events, one batch ahead),
 and sluice.Prefetcher; their H2D rate beside the bound min(host staging, link), both measured
 in this run by sluice's probes (_engine_rates).
@@ -60,6 +61,11 @@ def main():
     # One DataLoader each way, its workers kept between passes: a pass does not pay for their start.
     loaders = {pin: DataLoader(Images(), batch_size=a.batch, num_workers=a.workers, pin_memory=pin,
                                persistent_workers=True, prefetch_factor=4) for pin in (False, True)}
+
+    # The workers collate into slots of page-locked memory this process shares (sluice.PinnedCollate):
+    # enough slots a worker for the batches its queue holds and those the prefetcher holds.
+    loaders["slots"] = DataLoader(Images(), batch_size=a.batch, num_workers=a.workers,
+                                  collate_fn=sluice.PinnedCollate(slots=6), persistent_workers=True, prefetch_factor=4)
 
     def loader(pin):
         return loaders[pin]
@@ -146,6 +152,8 @@ def main():
             images.sum()
             yield images, labels
     plan.append(("dataloader", "DataLoader alone, each batch summed on the host", 0.0, touched))
+    slots_alone = lambda: (b.tensors() for b in loader("slots"))  # noqa: E731 - no copy at all
+    plan.append(("dataloader", "DataLoader(collate_fn=PinnedCollate) alone (no copy)", 0.0, slots_alone))
     for step_ms in [0.0] + [float(s) for s in a.step_ms.split(",")]:
         if step_ms > 0:  # the GPU's idle with the DataLoader's own delivery (the batches stay on the host)
             plan.append(("dataloader", "DataLoader alone (no copy)", step_ms, alone))
@@ -156,6 +164,8 @@ def main():
         # Staging needs few threads at a DataLoader's rate; more take cores from its workers.
         plan.append(("dataloader", "sluice.Prefetcher(DataLoader, threads=4)", step_ms,
                      lambda: sluice.Prefetcher(loader(False), threads=4)))
+        plan.append(("dataloader", "sluice.Prefetcher(DataLoader(collate_fn=PinnedCollate))", step_ms,
+                     lambda: sluice.Prefetcher(loader("slots"))))
 
     # In-process pageable batches (a generator): image j of batch k is base + 64 k + j, its label
     # 64 k + j, so that check() verifies them as it does the dataset's.

@@ -36,11 +36,12 @@ from .checkpoint import load_file, read_header
 from .checkpoint_save import SaveHandle, save_file
 from .activations import OffloadActivations, OffloadReport
 from .prefetch import Prefetcher
+from .pinned_collate import PinnedCollate, SlotBatch
 from .streamed import StreamedLayers
 
 __version__ = _sluice.__version__
 
-__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "StreamedLayers", "OffloadActivations",
+__all__ = ["Pipeline", "MultiPipeline", "Handle", "Chunk", "Prefetcher", "PinnedCollate", "SlotBatch", "StreamedLayers", "OffloadActivations",
            "OffloadReport", "load_file", "read_header", "save_file", "SaveHandle", "TokenLoader", "BatchPlan",
            "RunReport", "MultiReport",
            "CudaError", "IoError", "ShardError", "JobPlace", "job_place", "device_count", "unavailable_reason",

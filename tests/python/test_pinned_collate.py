@@ -1,0 +1,157 @@
+"""sluice.PinnedCollate: a DataLoader's workers collate into slots of memory shared with this process.
+The batches equal default_collate's, slots are reused only once a batch and every tensor of it are
+gone, and what the slots cannot hold is made by default_collate."""
+import collections
+
+import pytest
+
+import sluice
+from conftest import gpu, torch_or_skip
+
+HOST = {"jitter_us": 30, "seed": 3}
+Pair = collections.namedtuple("Pair", "left right")
+
+
+class Samples:
+    """Samples of every kind default_collate stacks, each saying which sample it is."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import numpy as np
+        torch = torch_or_skip()
+        return {"image": torch.full((3, 4, 5), float(i)), "ids": np.arange(6, dtype=np.int32) + i,
+                "label": i, "weight": i / 2, "flag": i % 2 == 0, "name": f"s{i}",
+                "pair": Pair(torch.tensor([i, -i], dtype=torch.bfloat16), (torch.tensor(i), [i * 3]))}
+
+
+def _same(got, want):
+    torch = torch_or_skip()
+    assert type(got) is type(want)
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    elif isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            _same(got[k], want[k])
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+    else:
+        assert got == want
+
+
+def _loader(n=40, batch=8, workers=2, slots=4, dataset=None):
+    torch = torch_or_skip()
+    from torch.utils.data import DataLoader
+    return DataLoader(dataset or Samples(n), batch_size=batch, num_workers=workers,
+                      collate_fn=sluice.PinnedCollate(slots=slots))
+
+
+def _reference(n=40, batch=8):
+    torch = torch_or_skip()
+    data = Samples(n)
+    return [torch.utils.data.default_collate([data[i] for i in range(b, min(b + batch, n))]) for b in range(0, n, batch)]
+
+
+def test_each_batch_lies_in_a_slot_and_equals_what_default_collate_makes():
+    got = list(_loader())
+    assert all(isinstance(b, sluice.SlotBatch) for b in got)
+    for batch, want in zip(got, _reference(), strict=True):
+        _same(batch.tensors(), want)
+
+
+def test_through_the_prefetcher_every_batch_equals_default_collates():
+    torch = torch_or_skip()
+    seen = 0
+    for batch, want in zip(sluice.Prefetcher(_loader(), _host_executor=HOST), _reference(), strict=True):
+        _same(batch, want)
+        seen += 1
+    assert seen == 5
+
+
+def test_a_slot_is_reused_only_once_every_tensor_of_its_batch_is_gone():
+    """One worker, one slot: while a view of the first batch lives, every later batch is made by
+    default_collate, and the view keeps its bytes; once it goes, batches come in the slot again."""
+    torch = torch_or_skip()
+    it = iter(_loader(n=48, batch=8, workers=1, slots=1))
+    first = next(it)
+    assert isinstance(first, sluice.SlotBatch)
+    kept = first.tensors()["image"][2:5]  # a view: the batch object and its other tensors go
+    del first
+    later = [next(it) for _ in range(3)]
+    assert not any(isinstance(b, sluice.SlotBatch) for b in later), "a slot still read was written"
+    assert torch.equal(kept, torch.stack([torch.full((3, 4, 5), float(i)) for i in (2, 3, 4)]))
+    del kept, later
+    # The worker may already have made the next batch or two while the slot was busy.
+    rest = list(it)
+    assert isinstance(rest[-1], sluice.SlotBatch)
+    for batch, want in zip(rest, _reference(48, 8)[4:], strict=True):
+        _same(batch.tensors() if isinstance(batch, sluice.SlotBatch) else batch, want)
+
+
+def test_what_it_does_not_stack_default_collate_makes_or_refuses_as_it_would():
+    torch = torch_or_skip()
+    import numpy as np
+
+    class Scalars(torch.utils.data.Dataset):  # NumPy scalars: default_collate makes them a tensor
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return np.float32(i)
+
+    for batch, b in zip(_loader(dataset=Scalars(), batch=4, workers=1), range(2), strict=True):
+        assert not isinstance(batch, sluice.SlotBatch)
+        _same(batch, torch.utils.data.default_collate([np.float32(i) for i in range(4 * b, 4 * b + 4)]))
+
+    class Ragged(torch.utils.data.Dataset):  # unequal shapes: default_collate cannot stack them either
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return torch.zeros(i + 1)
+
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        next(iter(_loader(dataset=Ragged(), batch=4, workers=1)))
+
+
+def test_with_no_workers_it_is_default_collate():
+    got = list(_loader(workers=0))
+    for batch, want in zip(got, _reference(), strict=True):
+        _same(batch, want)
+
+
+def test_slots_must_be_a_whole_number_of_batches():
+    for bad in (0, -1, 1.5, "2"):
+        with pytest.raises(ValueError, match="slots"):
+            sluice.PinnedCollate(slots=bad)
+
+
+def _on(device, value):
+    torch = torch_or_skip()
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _on(device, v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*[_on(device, v) for v in value])
+    if isinstance(value, list) and value and not isinstance(value[0], str):
+        return [_on(device, v) for v in value]
+    return value
+
+
+@gpu
+def test_on_the_gpu_the_slots_are_page_locked_and_copied_where_they_lie():
+    torch = torch_or_skip()
+    from sluice._batch_tree import flatten
+    batch = next(iter(_loader()))
+    flat = flatten(torch, batch)
+    assert flat.page_locked and all(piece[2] for piece in flat.pieces if piece[1] > 0)
+    for got, want in zip(sluice.Prefetcher(_loader()), _reference(), strict=True):
+        _same(got, _on("cuda", want))
