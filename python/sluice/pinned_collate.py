@@ -233,7 +233,7 @@ def _page_lock(buffer, size):
         return 0
     address = _address(buffer)
     error = torch.cuda.cudart().cudaHostRegister(address, size, 0)
-    if int(error) != 0:
+    if int(getattr(error, "value", error)) != 0:
         warnings.warn(f"sluice.PinnedCollate: page-locking a worker's {size} bytes failed ({error}); "
                       "its batches are copied as pageable memory", RuntimeWarning, stacklevel=2)
         return 0
