@@ -27,9 +27,11 @@
 // one's work first): the release is ordered on the stream of the next take.
 //
 // One thread calls next(): the copies are enqueued on that thread, with no
-// thread of the object's own. The host waits only where it runs more than
-// `ahead + 1` layers ahead of the GPU (of the copies, or of the compute
-// stream whose releases the copies wait for).
+// thread of the object's own. The host waits in next() only for the copy of
+// the layer taken before (the ring's rule for reusing a staging slot, kept
+// though nothing is staged): where the link is the slower engine, the host
+// runs one layer ahead of the copies, enqueuing layer k's kernels while
+// layer k - 1's run; where compute is, the copies are long done.
 //
 // The pieces' memory is the caller's: it stays allocated, page-locked and
 // unchanged until stop() returns or the object is destroyed. The copies read
