@@ -53,8 +53,9 @@
 #include "sluice/loader/token_shard.hpp"
 #include "sluice/loader/token_windows.hpp"
 
-// Checkpoints onto the GPU
+// Checkpoints onto the GPU, and weights streamed through it
 #include "sluice/weights/checkpoint.hpp"
+#include "sluice/weights/streamed_weights.hpp"
 
 // The probe, the model and the tuner
 #include "sluice/measure/model.hpp"
