@@ -66,7 +66,11 @@ class PinnedCollate:
         slot = self._region.claim(plan.bytes)
         if slot is None:
             return collate(samples)
-        plan.fill(torch, self._region, slot)
+        try:
+            plan.fill(torch, self._region, slot)
+        except BaseException:  # as default_collate would raise it; the slot stays the worker's to reuse
+            self._region.map[slot] = _FREE
+            raise
         return _Collated(self._region, slot, plan.spec)
 
 

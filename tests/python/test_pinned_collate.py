@@ -155,3 +155,27 @@ def test_on_the_gpu_the_slots_are_page_locked_and_copied_where_they_lie():
     assert flat.page_locked and all(piece[2] for piece in flat.pieces if piece[1] > 0)
     for got, want in zip(sluice.Prefetcher(_loader()), _reference(), strict=True):
         _same(got, _on("cuda", want))
+
+
+def test_a_batch_that_fails_to_fill_its_slot_leaves_the_slot_free():
+    """default_collate's own error (an int past int64) is raised where the batch was, and the one
+    slot it had claimed takes the next batches."""
+    torch = torch_or_skip()
+
+    class Overflow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            return {"x": torch.full((4,), float(i)), "n": 2 ** 70 if i == 3 else i}
+
+    it = iter(_loader(dataset=Overflow(), batch=8, workers=1, slots=1))
+    with pytest.raises(RuntimeError, match="Overflow"):
+        next(it)
+    kinds = []
+    for batch, i in zip(it, (8, 16, 24), strict=True):
+        kinds.append(isinstance(batch, sluice.SlotBatch))
+        got = batch.tensors() if kinds[-1] else batch
+        assert torch.equal(got["n"], torch.arange(i, i + 8))
+        del batch, got
+    assert kinds[0], "the failed batch's slot stayed taken"
