@@ -203,6 +203,7 @@ _attached = {}  # region key -> _Attached
 class _Attached:
     def __init__(self, key, fd, size):
         self.key, self.fd, self.size = key, fd, size
+        self.pid = os.getpid()
         self.map = mmap.mmap(fd, size)
         self.live = 0  # batches whose tensors are still alive
         self.registered = _page_lock(self.map, size)
@@ -264,6 +265,10 @@ def _let_go_of_idle_regions():
 
 def _slot_done(attached, slot):
     # The slot's tensors are gone (their storage let go of the array below): the worker may reuse it.
+    # A fork of this process (another DataLoader's worker) that collects the batch shares the state
+    # bytes but not the batch: here it is still read.
+    if os.getpid() != attached.pid:
+        return
     with _lock:
         attached.map[slot] = _FREE
         attached.live -= 1

@@ -179,3 +179,24 @@ def test_a_batch_that_fails_to_fill_its_slot_leaves_the_slot_free():
         assert torch.equal(got["n"], torch.arange(i, i + 8))
         del batch, got
     assert kinds[0], "the failed batch's slot stayed taken"
+
+
+def test_a_fork_of_this_process_letting_go_of_a_batch_leaves_its_slot_taken():
+    """A process forked while a batch lives (another DataLoader's worker) shares the slots' state
+    bytes: its collecting the batch must not hand the slot back to the worker under this process."""
+    import gc
+    import os
+    torch = torch_or_skip()
+    it = iter(_loader(n=48, batch=8, workers=1, slots=1))
+    first = next(it)
+    assert isinstance(first, sluice.SlotBatch)
+    image = first.tensors()["image"]
+    child = os.fork()
+    if child == 0:
+        del first, image
+        gc.collect()
+        os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
+    later = [next(it) for _ in range(4)]
+    assert not any(isinstance(b, sluice.SlotBatch) for b in later), "a slot still read was written"
+    assert torch.equal(image, torch.stack([torch.full((3, 4, 5), float(i)) for i in range(8)]))
