@@ -205,11 +205,12 @@ class _Attached:
         self.key, self.fd, self.size = key, fd, size
         self.pid = os.getpid()
         self.map = mmap.mmap(fd, size)
+        self.address = _address(self.map)
         self.live = 0  # batches whose tensors are still alive
-        self.registered = _page_lock(self.map, size)
+        self.registered = _page_lock(self.address, size)
 
     def close(self):
-        """Whether it closed: an array over it being let go on another thread still holds its map."""
+        """Whether it closed: a view of its map's buffer, where one is held, keeps it open."""
         if self.registered:  # its batches are all gone, so no copy reads it
             _torch().cuda.cudart().cudaHostUnregister(self.registered)
             self.registered = 0
@@ -230,13 +231,12 @@ def _address(buffer):
         del view
 
 
-def _page_lock(buffer, size):
+def _page_lock(address, size):
     """The mapping's address once page-locked with CUDA (so that copies read it where it lies), or 0
     where there is no CUDA or it fails: the batches are then pageable, and staged as any other."""
     torch = _torch()
     if not torch.cuda.is_available():
         return 0
-    address = _address(buffer)
     error = torch.cuda.cudart().cudaHostRegister(address, size, 0)
     if int(getattr(error, "value", error)) != 0:
         warnings.warn(f"sluice.PinnedCollate: page-locking a worker's {size} bytes failed ({error}); "
@@ -257,7 +257,7 @@ def _worker_gone(pid):
 
 def _let_go_of_idle_regions():
     """Files of workers that have exited and whose batches are all gone (an epoch's workers, once
-    the next epoch's start): unregistered and unmapped. Under _lock."""
+    their last batch goes or the next epoch's start): unregistered and unmapped. Under _lock."""
     for key in [k for k, a in _attached.items() if a.live == 0 and _worker_gone(k[0])]:
         if _attached[key].close():
             del _attached[key]
@@ -272,6 +272,8 @@ def _slot_done(attached, slot):
     with _lock:
         attached.map[slot] = _FREE
         attached.live -= 1
+        if attached.live == 0:  # its worker may have exited before its last batch went
+            _let_go_of_idle_regions()
 
 
 def _arrive(key, file, size, offset, slot_bytes, slot, spec):
@@ -292,12 +294,17 @@ class SlotBatch:
     again once the batch and every tensor of it are gone."""
 
     def __init__(self, attached, slot, offset, slot_bytes, spec):
+        import ctypes
         import numpy as np
         self._spec = spec
         # One array over the slot holds it: every tensor of the batch (and any view of one) keeps the
-        # array alive through its storage, so the slot is freed only once all of them are gone.
-        self._whole = np.frombuffer(attached.map, dtype=np.uint8, count=slot_bytes, offset=offset)
-        weakref.finalize(self._whole, _slot_done, attached, slot)
+        # array alive through its storage, so the slot is freed only once all of them are gone. It
+        # lies over the slot's address, not the map's buffer, whose view would keep the map open
+        # after the last batch: that batch's going unmaps the file of a worker that has exited.
+        # Not at exit, where a copy may still read the slot.
+        slot_memory = (ctypes.c_uint8 * slot_bytes).from_address(attached.address + offset)
+        self._whole = np.frombuffer(slot_memory, dtype=np.uint8)
+        weakref.finalize(self._whole, _slot_done, attached, slot).atexit = False
 
     def tensors(self):
         """The batch as default_collate makes it, its tensors over the slot: page-locked where CUDA

@@ -204,3 +204,24 @@ def test_a_fork_of_this_process_letting_go_of_a_batch_leaves_its_slot_taken():
     assert not any(isinstance(b, sluice.SlotBatch) for b in later), "a slot still read was written"
     assert torch.equal(image, torch.stack([torch.full((3, 4, 5), float(i)) for i in range(8)]))
 
+
+def _mapped_files():
+    with open("/proc/self/maps") as maps:
+        return {line.split()[4] for line in maps if "sluice-batches" in line}
+
+
+def test_a_workers_file_is_unmapped_once_it_has_exited_and_its_batches_are_gone():
+    """No later worker's first batch is needed: the last batch's going lets go of the file."""
+    import gc
+    before = _mapped_files()
+    got = list(_loader(workers=2))  # the loader's iterator ends: its workers have exited
+    assert all(isinstance(b, sluice.SlotBatch) for b in got)
+    tensors = [b.tensors() for b in got[-2:]]  # one batch of each worker
+    files = _mapped_files() - before
+    assert len(files) == 2
+    del got
+    gc.collect()
+    assert _mapped_files() & files == files, "a file was unmapped while a batch's tensors lived"
+    del tensors
+    gc.collect()
+    assert not _mapped_files() & files, "an exited worker's file stays mapped"
