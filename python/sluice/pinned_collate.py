@@ -196,7 +196,9 @@ class _Collated:
 
 # -- this process: the workers' files, mapped and page-locked once each -----------------------------
 
-_lock = threading.Lock()
+# Reentrant: a batch in a reference cycle is finalized (_slot_done) by whatever allocation runs the
+# cycle collector, which may be one made under this lock on the same thread.
+_lock = threading.RLock()
 _attached = {}  # region key -> _Attached
 
 
@@ -211,14 +213,17 @@ class _Attached:
 
     def close(self):
         """Whether it closed: a view of its map's buffer, where one is held, keeps it open."""
-        if self.registered:  # its batches are all gone, so no copy reads it
-            _torch().cuda.cudart().cudaHostUnregister(self.registered)
-            self.registered = 0
+        # Each step once, should a collection inside one close it again (see _lock).
+        registered, self.registered = self.registered, 0
+        if registered:  # its batches are all gone, so no copy reads it
+            _torch().cuda.cudart().cudaHostUnregister(registered)
         try:
             self.map.close()
         except BufferError:
             return False
-        os.close(self.fd)
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
         return True
 
 
@@ -259,8 +264,9 @@ def _let_go_of_idle_regions():
     """Files of workers that have exited and whose batches are all gone (an epoch's workers, once
     their last batch goes or the next epoch's start): unregistered and unmapped. Under _lock."""
     for key in [k for k, a in _attached.items() if a.live == 0 and _worker_gone(k[0])]:
-        if _attached[key].close():
-            del _attached[key]
+        attached = _attached.get(key)  # a collection inside close() may have let go of it already
+        if attached is not None and attached.close():
+            _attached.pop(key, None)
 
 
 def _slot_done(attached, slot):

@@ -225,3 +225,33 @@ def test_a_workers_file_is_unmapped_once_it_has_exited_and_its_batches_are_gone(
     del tensors
     gc.collect()
     assert not _mapped_files() & files, "an exited worker's file stays mapped"
+
+
+_COLLECTED_UNDER_THE_LOCK = """
+import gc, torch, sluice
+from sluice import pinned_collate
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+    def __getitem__(self, i):
+        return torch.full((4,), float(i))
+loader = torch.utils.data.DataLoader(Data(), batch_size=8, num_workers=1, collate_fn=sluice.PinnedCollate())
+for batch in loader:
+    cycle = [batch.tensors()]
+    cycle.append(cycle)
+    del batch, cycle
+    with pinned_collate._lock:  # as when a collection runs inside _arrive (it allocates there)
+        gc.collect()
+print("done")
+"""
+
+
+def test_a_batch_collected_while_its_lock_is_held_does_not_deadlock():
+    """A batch in a reference cycle is freed by whatever allocation runs the cycle collector,
+    which may be one made while this module's lock is held, on the same thread."""
+    import subprocess
+    import sys
+    torch_or_skip()
+    run = subprocess.run([sys.executable, "-c", _COLLECTED_UNDER_THE_LOCK], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and "done" in run.stdout, run.stderr
