@@ -14,7 +14,7 @@ the prefetcher has copied the batch and let it go.
 
 What the loader yields is a SlotBatch, for sluice.Prefetcher, which yields the batch on the GPU as
 torch's default_collate would have made it (tensors and NumPy arrays stacked into tensors, Python
-numbers into tensors, strings and other values in lists; dicts, named tuples, tuples and lists of
+numbers into tensors, strings and bytes in lists; dicts, named tuples, tuples and lists of
 those). A batch that does not fit a free slot, or that default_collate makes better (samples of
 unequal shapes, kinds it does not stack), is made by default_collate as usual. With no workers
 (num_workers=0) it is default_collate."""
