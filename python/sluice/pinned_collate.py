@@ -289,7 +289,13 @@ def _arrive(key, file, size, offset, slot_bytes, slot, spec):
             if file is None:
                 raise RuntimeError("sluice.PinnedCollate: a batch arrived before its worker's memory file")
             _let_go_of_idle_regions()
-            attached = _attached[key] = _Attached(key, file.detach(), size)
+            fd = file.detach()
+            try:
+                attached = _Attached(key, fd, size)
+            except BaseException:
+                os.close(fd)
+                raise
+            _attached[key] = attached
         attached.live += 1
     return SlotBatch(attached, slot, offset, slot_bytes, spec)
 

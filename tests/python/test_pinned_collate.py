@@ -2,6 +2,7 @@
 The batches equal default_collate's, slots are reused only once a batch and every tensor of it are
 gone, and what the slots cannot hold is made by default_collate."""
 import collections
+import os
 
 import pytest
 
@@ -255,3 +256,29 @@ def test_a_batch_collected_while_its_lock_is_held_does_not_deadlock():
     run = subprocess.run([sys.executable, "-c", _COLLECTED_UNDER_THE_LOCK], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0 and "done" in run.stdout, run.stderr
+
+
+def _open_files():
+    return [fd for fd in os.listdir("/proc/self/fd") if "sluice-batches" in _link(fd)]
+
+
+def _link(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def test_a_workers_file_that_cannot_be_mapped_here_is_closed(monkeypatch):
+    from sluice import pinned_collate
+
+    def refused(address, size):
+        raise OSError("page-locking refused")
+
+    monkeypatch.setattr(pinned_collate, "_page_lock", refused)
+    before = _open_files()
+    it = iter(_loader(workers=1))
+    with pytest.raises(OSError, match="page-locking refused"):
+        next(it)
+    del it
+    assert _open_files() == before
