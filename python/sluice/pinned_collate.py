@@ -31,6 +31,7 @@ _STATES = 4096      # the region starts with one state byte a slot: 0 free, 1 th
 _ALIGN = 256        # each tensor's offset in its slot
 _GRAIN = 1 << 20    # a slot's bytes, in whole MiB
 _FREE, _BUSY = 0, 1
+_REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 
 
 def _torch():
@@ -242,7 +243,8 @@ def _page_lock(address, size):
     torch = _torch()
     if not torch.cuda.is_available():
         return 0
-    error = torch.cuda.cudart().cudaHostRegister(address, size, 0)
+    # Portable: page-locked for every device's context, whichever thread's device receives the batch.
+    error = torch.cuda.cudart().cudaHostRegister(address, size, _REGISTER_PORTABLE)
     if int(getattr(error, "value", error)) != 0:
         warnings.warn(f"sluice.PinnedCollate: page-locking a worker's {size} bytes failed ({error}); "
                       "its batches are copied as pageable memory", RuntimeWarning, stacklevel=2)

@@ -130,6 +130,10 @@ class _Pass:
 
     def produce(self):
         try:
+            if self.owner._device >= 0:
+                # CUDA calls the iterable makes on this thread (PinnedCollate page-locks a worker's file
+                # as its first batch arrives) go to the prefetcher's device: a new thread's is device 0.
+                self.torch.cuda.set_device(self.owner._device)
             for batch in self.owner._batches:
                 if self.stopping:
                     return

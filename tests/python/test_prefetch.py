@@ -364,3 +364,22 @@ def test_on_the_gpu_a_dataloader_with_workers_and_pinned_memory():
         assert torch.equal(images.cpu(), x[labels.cpu()])
         seen += len(labels)
     assert seen == 256
+
+
+@gpu
+def test_the_prefetchers_thread_works_on_its_device():
+    """CUDA calls the iterable makes on the prefetcher's thread (PinnedCollate page-locking a worker's
+    file) go to the prefetcher's device, not to device 0, where each rank of a job would make a context."""
+    torch = torch_or_skip()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs: a prefetcher on device 1")
+    seen = []
+
+    def batches():
+        for k in range(3):
+            seen.append(torch.cuda.current_device())
+            yield torch.full((4,), float(k))
+
+    got = [b.cpu() for b in sluice.Prefetcher(batches(), device=1)]
+    assert [int(b[0]) for b in got] == [0, 1, 2]
+    assert seen == [1, 1, 1]
