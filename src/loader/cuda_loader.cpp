@@ -2,25 +2,18 @@
 
 #include <cuda_runtime.h>
 
-#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "core/host_memory.hpp"
 #include "sluice/core/byte_size.hpp"
+#include "sluice/core/device.hpp"
 #include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"
 
 namespace sluice::detail {
 
 namespace {
-
-int resolve(const std::optional<int>& device) {
-  if (device) return *device;
-  int current = 0;
-  SLUICE_CUDA_CHECK(cudaGetDevice(&current));
-  return current;
-}
 
 int least_priority(int device) {
   const DeviceScope scope(device);
@@ -47,7 +40,7 @@ void check_memory(const ring::RingPlan& plan, int device) {
 }  // namespace
 
 CudaLoader::CudaLoader(BatchPlan plan, LoaderSource source, const LoaderOptions& options) {
-  const int device = resolve(options.device);
+  const int device = options.device ? *options.device : Device::current().ordinal();
   check_memory(ring::RingPlan(LoaderRing::ring_options(plan, source, options.ahead)), device);
   executor_ = std::make_unique<ring::CudaRingExecutor>(device, least_priority(device));
   ring_ = std::make_unique<LoaderRing>(std::move(plan), std::move(source), *executor_, options);
