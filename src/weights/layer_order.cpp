@@ -52,6 +52,12 @@ std::vector<ring::BatchLayout> lay_out_layers(const std::vector<std::vector<Batc
   return layouts;
 }
 
+std::size_t largest_block(const std::vector<ring::BatchLayout>& layouts) {
+  std::size_t block = 0;
+  for (const ring::BatchLayout& layout : layouts) block = std::max(block, layout.bytes);
+  return block;
+}
+
 std::size_t choose_ahead(const StreamedWeightsOptions& options, std::size_t block, std::size_t per_pass) {
   // Beyond a pass less one, every position of the pass is already on its
   // way: a layer further ahead is one of the next pass, copied again.

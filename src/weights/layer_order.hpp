@@ -44,6 +44,9 @@ inline constexpr std::size_t piece_align = 256;
 // is marked page-locked. Throws std::invalid_argument naming the layer and piece.
 std::vector<ring::BatchLayout> lay_out_layers(const std::vector<std::vector<BatchPiece>>& layers);
 
+// The largest of the layers' blocks: every device slot's size.
+std::size_t largest_block(const std::vector<ring::BatchLayout>& layouts);
+
 // The layers copied ahead of the one computing: options.ahead, or the most
 // that device_budget holds in slots of `block` bytes (one is the layer
 // computing); either capped at per_pass - 1 (at least 1). Throws

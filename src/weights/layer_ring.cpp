@@ -1,20 +1,9 @@
 #include "weights/layer_ring.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
 namespace sluice::weights {
-
-namespace {
-
-std::size_t largest(const std::vector<ring::BatchLayout>& layouts) {
-  std::size_t block = 0;
-  for (const ring::BatchLayout& layout : layouts) block = std::max(block, layout.bytes);
-  return block;
-}
-
-}  // namespace
 
 ring::RingOptions LayerRing::options(std::size_t ahead) {
   if (ahead == 0) throw std::invalid_argument("StreamedWeights: ahead must be at least 1 layer");
@@ -37,7 +26,7 @@ LayerRing::LayerRing(ring::RingExecutor& executor, std::vector<std::vector<Batch
       layouts_(std::move(layouts)),
       order_(order),
       ahead_(ahead),
-      block_(largest(layouts_)),
+      block_(largest_block(layouts_)),
       ring_(ring::RingPlan(options(ahead)), executor, {.put_by_caller = true}) {
   if (layers_.size() != order_.layers() || layouts_.size() != order_.layers())
     throw std::invalid_argument("StreamedWeights: a layout for every layer");

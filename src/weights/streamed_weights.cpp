@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <utility>
@@ -66,8 +65,7 @@ StreamedWeights::StreamedWeights(std::vector<std::vector<BatchPiece>> layers, St
   // The host's checks first: they need no device.
   std::vector<ring::BatchLayout> layouts = weights::lay_out_layers(layers);
   const weights::LayerOrder order(layers.size(), options.backward);
-  std::size_t block = 0;
-  for (const ring::BatchLayout& layout : layouts) block = std::max(block, layout.bytes);
+  const std::size_t block = weights::largest_block(layouts);
   const std::size_t ahead = weights::choose_ahead(options, block, order.per_pass());
 
   const int device = options.device ? *options.device : Device::current().ordinal();
