@@ -21,6 +21,7 @@ unequal shapes, kinds it does not stack), is made by default_collate as usual. W
 from __future__ import annotations
 
 import itertools
+import math
 import mmap
 import os
 import threading
@@ -37,6 +38,11 @@ _REGISTER_PORTABLE = 1  # cudaHostRegisterPortable
 def _torch():
     import torch
     return torch
+
+
+def _nbytes(torch, dtype, shape):
+    """Bytes of a tensor of this dtype and shape (torch 1.13 has no dtype.itemsize)."""
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
 class PinnedCollate:
@@ -90,10 +96,7 @@ class _Plan:
     def _leaf(self, torch, values, dtype, shape):
         self.bytes = -(-self.bytes // _ALIGN) * _ALIGN
         offset = self.bytes
-        numel = 1
-        for n in shape:
-            numel *= n
-        self.bytes += numel * torch.empty((), dtype=dtype).element_size()
+        self.bytes += _nbytes(torch, dtype, shape)
         self.leaves.append((offset, dtype, shape, values))
         return ("slot", offset, dtype, shape)
 
@@ -169,9 +172,7 @@ class _Region:
         return None
 
     def tensor(self, torch, offset, dtype, shape):
-        numel = 1
-        for n in shape:
-            numel *= n
+        numel = math.prod(shape)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         return torch.frombuffer(self.map, dtype=dtype, count=numel, offset=offset).view(shape)
@@ -332,12 +333,9 @@ def _build(torch, slot, spec):
     kind = spec[0]
     if kind == "slot":
         _, offset, dtype, shape = spec
-        numel = 1
-        for n in shape:
-            numel *= n
-        if numel == 0:
+        nbytes = _nbytes(torch, dtype, shape)
+        if nbytes == 0:
             return torch.empty(shape, dtype=dtype)
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
         return slot[offset:offset + nbytes].view(dtype).view(shape)
     if kind == "value":
         return spec[1]
