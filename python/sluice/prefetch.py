@@ -37,10 +37,11 @@ class Prefetcher:
     staging threads, in parallel, into page-locked slots that are reused from batch to batch
     (they grow to the largest batch); arrays that a DataLoader's workers send through shared
     memory are read from their files (pread), their pages never touched here; page-locked
-    arrays (pin_memory=True) are copied where they lie. The copies run on a copy stream; torch's
-    current stream waits for each batch on the GPU, never the host. All of a batch's arrays lie in one block of device memory that is reused once
-    the loop has moved two batches on and torch's stream is past it; a batch (or a tensor of it)
-    kept longer keeps its block, and the prefetcher takes new memory for later batches.
+    arrays (pin_memory=True, or a DataLoader's with collate_fn=sluice.PinnedCollate()) are copied
+    where they lie. The copies run on a copy stream; torch's current stream waits for each batch
+    on the GPU, never the host. All of a batch's arrays lie in one block of device memory that is
+    reused once the loop has moved two batches on and torch's stream is past it; a batch (or a
+    tensor of it) kept longer keeps its block, and the prefetcher takes new memory for later batches.
 
     An exception in the iterable is raised by the loop at that batch, as itself. Leaving the loop
     early, an exception in it, or Ctrl-C stops the prefetcher's thread and copies; nothing stays
