@@ -14,8 +14,9 @@ torchrun, on one or many ranks (DDP), with a checkpoint to resume from.
 The data's order is global (seed, epoch, global batch): --global-batch rows are
 cut into one slice per rank, so a checkpoint resumes on any number of ranks
 that divides the global batch, with the samples the job had not yet seen.
-Prints loss, step time, tokens/s and how long the GPU waited for data; --json
-writes them (rank 0).
+Prints loss, step time, tokens/s, how long the GPU waited for data, how long
+the launching thread waited in next() for a batch, and how busy each of the
+process's threads was (a core's share); --json writes them (rank 0).
 """
 import argparse
 import contextlib
@@ -25,6 +26,7 @@ import json
 import os
 import pathlib
 import sys
+import threading
 import time
 
 import torch
@@ -62,6 +64,9 @@ def parse_args(argv):
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--log-samples", metavar="DIR", help="each rank writes the windows of every step to DIR/rank<r>.jsonl")
     p.add_argument("--json", metavar="FILE", help="the run's figures (rank 0)")
+    p.add_argument("--pin-launcher", action="store_true",
+                   help="from the first timed step, keep this thread (it launches the step) on a core of its own and "
+                        "the process's other threads (the loader's) on the others (Linux)")
     return p.parse_args(argv)
 
 
@@ -99,6 +104,43 @@ class Job:
             gc.collect()  # a wrapper kept only by a reference cycle goes now, not after the group
             dist.barrier()  # every rank done with the process group before any takes it down
             dist.destroy_process_group()
+
+
+def thread_cpu():
+    """CPU seconds each of this process's threads has used, keyed by (thread id, name); empty where
+    /proc cannot say (not Linux). sluice names its threads (sluice-ring, sluice-stage, ...)."""
+    seconds = {}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for task in pathlib.Path("/proc/self/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        seconds[(task.name, name)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return seconds
+
+
+def busy_threads(before, after, seconds):
+    """Each thread name's share of a core over `seconds` of the loop, the busiest first."""
+    by_name = {}
+    for key, cpu in after.items():
+        by_name[key[1]] = by_name.get(key[1], 0.0) + cpu - before.get(key, 0.0)
+    return dict(sorted(((n, round(c / seconds, 3)) for n, c in by_name.items() if c > 0), key=lambda t: -t[1]))
+
+
+def pin_launcher():
+    """This thread on the last core it may run on; every other thread of the process on the rest."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return None
+    own, rest = cores[-1], set(cores[:-1])
+    me = str(threading.get_native_id())
+    for task in pathlib.Path("/proc/self/task").glob("*"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), {own} if task.name == me else rest)
+    return own
 
 
 def make_batches(a, job, batch, state, steps):
@@ -158,17 +200,24 @@ def main(argv=None):
     waits = []  # (before the batch, after it) on the step's stream: how long the GPU waited for data
     timed_from = min(a.warmup, todo)
     began = None
+    host_waited = 0.0  # seconds this thread spent in next() over the timed steps: time the step could not launch
     source = iter(batches)
     for i in range(todo):
         if i == timed_from:
             if cuda:
                 torch.cuda.synchronize()
+            if a.pin_launcher:
+                job.say(f"the launching thread on core {pin_launcher()}, the others off it")
             began = time.perf_counter()
+            cpu_began = thread_cpu()
         at = batches.plan_state()
         if cuda and i >= timed_from:
             before = torch.cuda.Event(enable_timing=True)
             before.record()
+        asked = time.perf_counter()
         x, y = next(source)
+        if i >= timed_from:
+            host_waited += time.perf_counter() - asked
         if cuda and i >= timed_from:
             after = torch.cuda.Event(enable_timing=True)
             after.record()
@@ -189,6 +238,7 @@ def main(argv=None):
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - began if began is not None else 0.0
+    threads = busy_threads(cpu_began, thread_cpu(), seconds) if began is not None and seconds else {}
     if samples:
         samples.close()
     if a.checkpoint and job.rank == 0 and todo > 0:
@@ -201,12 +251,15 @@ def main(argv=None):
               "timed_steps": timed, "step_ms": 1e3 * seconds / timed if timed else None,
               "tokens_per_s": timed * a.global_batch * a.seq / seconds if timed and seconds else None,
               "gpu_idle": waited_ms / (1e3 * seconds) if cuda and seconds else None,
-              "loader_idle": batches.idle(), "losses": losses}
+              "loader_idle": batches.idle(), "host_waited": host_waited / seconds if seconds else None,
+              "threads": threads, "losses": losses}
     if timed:
         idle = f"{100 * result['gpu_idle']:.2f} %" if result["gpu_idle"] is not None else "n/a (cpu)"
         own = f", the loader's own measure {100 * result['loader_idle']:.2f} %" if result["loader_idle"] is not None else ""
         job.say(f"done: {timed} timed steps, {result['step_ms']:.3f} ms a step, {result['tokens_per_s']:.4g} tokens/s, "
-                f"GPU waiting for data {idle} of the loop{own}; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+                f"GPU waiting for data {idle} of the loop{own}, this thread in next() "
+                f"{100 * result['host_waited']:.2f} %; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+        job.say("threads busy (cores): " + ", ".join(f"{n} {c:.2f}" for n, c in list(threads.items())[:6]))
     if a.json and job.rank == 0:
         pathlib.Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
     del trained  # DDP's reducer lets go of the process group before the group goes: see Job.close

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/thread_name.hpp"
+
 namespace sluice {
 
 void StagingPool::Job::wait() {
@@ -29,7 +31,10 @@ StagingPool::StagingPool(unsigned threads) {
   if (threads == 0) threads = default_thread_count();
   threads_.reserve(threads);
   try {
-    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { worker(); });
+    for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] {
+        sluice::detail::name_this_thread("sluice-stage");
+        worker();
+      });
   } catch (...) {
     // A thread that could not start: stop the ones that did, then report.
     {

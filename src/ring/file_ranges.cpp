@@ -20,6 +20,7 @@
 
 #include "core/read_fully.hpp"
 #include "core/staging_pool.hpp"
+#include "core/thread_name.hpp"
 #include "pipeline/spans/file_calls.hpp"
 #include "ring/ring.hpp"
 #include "sluice/core/io_error.hpp"
@@ -334,7 +335,10 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
   {
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < lanes; ++k)
-      threads.emplace_back([&, k] { report.lanes[k] = run_lane(file, *executors[k], options, ledger, start); });
+      threads.emplace_back([&, k] {
+        sluice::detail::name_this_thread("sluice-read");
+        report.lanes[k] = run_lane(file, *executors[k], options, ledger, start);
+      });
   }
   ledger.rethrow(file);
   for (const Chunk& c : chunks) report.bytes += c.bytes();
@@ -356,6 +360,7 @@ FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::
     std::vector<std::jthread> threads;
     for (std::size_t k = 0; k < lanes; ++k)
       threads.emplace_back([&, k] {
+        sluice::detail::name_this_thread("sluice-read");
         try {
           for (std::size_t at; (at = next.fetch_add(1, std::memory_order_relaxed)) < chunks.size();)
             file.read(chunks[at], buffer.data() + k * options.chunk_bytes);

@@ -8,11 +8,17 @@
 #include <mutex>
 #include <thread>
 
+#include "core/thread_name.hpp"
+
 namespace sluice::ring {
 
 class LaneThread {
  public:
-  LaneThread() : thread_([this] { run(); }) {}
+  LaneThread()
+      : thread_([this] {
+          sluice::detail::name_this_thread("sluice-lane");
+          run();
+        }) {}
   ~LaneThread() { join(); }
   LaneThread(const LaneThread&) = delete;
   LaneThread& operator=(const LaneThread&) = delete;

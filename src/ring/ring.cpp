@@ -7,6 +7,8 @@
 #include <exception>
 #include <utility>
 
+#include "core/thread_name.hpp"
+
 namespace sluice::ring {
 
 RingError::RingError(std::size_t position, std::size_t item, Step step, const std::string& what, std::exception_ptr cause)
@@ -29,7 +31,10 @@ Ring::Ring(RingPlan plan, RingExecutor& executor, RingSource source)
   if (!plan_.transformed() && source_.transform)
     throw std::invalid_argument("ring: a transform function for a plan without out_bytes");
   executor_.make_slots(plan_);
-  if (!source_.put_by_caller) producer_ = std::thread([this] { produce(); });
+  if (!source_.put_by_caller) producer_ = std::thread([this] {
+      sluice::detail::name_this_thread("sluice-ring");
+      produce();
+    });
 }
 
 Ring::~Ring() { stop(); }

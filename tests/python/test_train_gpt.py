@@ -7,6 +7,7 @@ import contextlib
 import datetime
 import json
 import os
+import pathlib
 import resource
 import signal
 import subprocess
@@ -127,9 +128,15 @@ def samples(directory, ranks):
 def test_the_loss_falls(data, tmp_path):
     out = train(1, data, *TINY, "--loader", "torch", "--workers", "0", "--device", "cpu", "--global-batch", "8",
                 "--steps", "40", "--json", str(tmp_path / "run.json"))
-    losses = json.loads((tmp_path / "run.json").read_text())["losses"]
+    run = json.loads((tmp_path / "run.json").read_text())
+    losses = run["losses"]
     assert len(losses) == 40
     assert sum(losses[-5:]) / 5 < 0.85 * losses[0], out
+    # The host's side of the loop: the share of it spent in next(), and what each thread used.
+    assert 0 < run["host_waited"] < 1, run["host_waited"]
+    if pathlib.Path("/proc/self/task").exists():
+        assert run["threads"] and all(share > 0 for share in run["threads"].values()), run["threads"]
+        assert "threads busy (cores): " in out
 
 
 def test_a_job_saved_on_two_ranks_resumes_on_three_and_on_one_with_the_same_samples(data, tmp_path):

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/thread_name.hpp"
+
 namespace sluice {
 
 WorkerThread::WorkerThread(std::function<void()> setup) : thread_([this, setup = std::move(setup)] { loop(setup); }) {}
@@ -32,6 +34,7 @@ void WorkerThread::wait_idle() {
 }
 
 void WorkerThread::loop(const std::function<void()>& setup) {
+  sluice::detail::name_this_thread("sluice-run");
   if (setup) setup();
   for (;;) {
     std::function<void()> task;
