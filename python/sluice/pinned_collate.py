@@ -20,7 +20,6 @@ unequal shapes, kinds it does not stack), is made by default_collate as usual. W
 (num_workers=0) it is default_collate."""
 from __future__ import annotations
 
-import itertools
 import math
 import mmap
 import os
@@ -148,15 +147,17 @@ class _Region:
     """A worker's memory file: state bytes, then `slots` slots of `slot_bytes`. The worker sets a
     slot busy; this process (the only other writer) sets it free once the batch's tensors are gone."""
 
-    _made = itertools.count()
-
     def __init__(self, slots, slot_bytes):
         self.slots, self.slot_bytes = slots, slot_bytes
         self.size = _STATES + slots * slot_bytes
         self.fd = os.memfd_create("sluice-batches", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, self.size)
         self.map = mmap.mmap(self.fd, self.size)
-        self.key = (os.getpid(), next(self._made))
+        # The worker's pid and the file's inode: a pid is reused once its worker exits, while this
+        # process may still hold that worker's file (its last batches alive); the file's inode is
+        # not reused while any process holds it open, so a new worker's batches never go to it.
+        status = os.fstat(self.fd)
+        self.key = (os.getpid(), status.st_dev, status.st_ino)
         self.sent = False  # whether this process's file went with a batch (the first one)
 
     def slot_offset(self, slot):

@@ -284,3 +284,21 @@ def test_a_workers_file_that_cannot_be_mapped_here_is_closed(monkeypatch):
         next(it)
     del it
     assert _open_files() == before
+
+
+def test_a_new_worker_with_a_reused_pid_gets_a_file_key_of_its_own(monkeypatch):
+    """A worker's pid is reused once it exits, while this process may still hold its file (its last
+    batches alive): a new worker with that pid, at the same count of files, must not be taken for it,
+    or its batches would be read from the old worker's file."""
+    import itertools
+    from sluice import pinned_collate
+    regions = []
+    for _ in range(2):  # each worker forked with the same count of files made so far
+        monkeypatch.setattr(pinned_collate._Region, "_made", itertools.count(3), raising=False)
+        regions.append(pinned_collate._Region(1, pinned_collate._GRAIN))
+    try:
+        assert regions[0].key != regions[1].key
+    finally:
+        for region in regions:
+            region.map.close()
+            os.close(region.fd)
