@@ -143,14 +143,6 @@ TEST_F(BatchPrefetcherCuda, AGrowingStagingSlotLeavesTheConsumerWaitingNotForOth
   // grows takes a new one the cache lacks, and that take frees kept slots beyond
   // the bound: cudaFreeHost, which waits for every stream of the device. The
   // producer waits there; the consumer's next() of a batch already put must not.
-  std::vector<PinnedBuffer<std::byte>> others;
-  const std::size_t limit = detail::kept_pinned_limit(), size = (std::size_t{4} << 20) + 4096;
-  std::size_t kept = detail::kept_pinned_bytes();
-  for (; kept + size <= limit; kept += size) others.push_back(detail::take_pinned_slot(size));
-  if (kept < limit) others.push_back(detail::take_pinned_slot(limit - kept));
-  for (auto& buffer : others) detail::give_back_pinned_slot(std::move(buffer));
-  ASSERT_GE(detail::kept_pinned_bytes(), limit);
-
   const std::vector<float> small(1000, 1.0f), large(std::size_t{3} << 20, 2.0f);  // 4 KB, then 12 MiB
   const auto pieces = [](const std::vector<float>& v) {
     return std::vector<HostPiece>{{reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float), false}};
@@ -159,6 +151,23 @@ TEST_F(BatchPrefetcherCuda, AGrowingStagingSlotLeavesTheConsumerWaitingNotForOth
   std::atomic<bool> let_go{false};
   ring::CudaRingExecutor executor(0);
   BatchPrefetcher p(executor, {.ahead = 4, .held = 1, .threads = 2});
+  // After the prefetcher took its slots: earlier tests of this process leave kept slots of its
+  // size, and its take of them would bring the kept bytes back under the bound (no free, so a
+  // consumer held by the lock would not show). Nor may a slot of the grown size be kept.
+  std::vector<PinnedBuffer<std::byte>> of_grown_size;
+  const std::size_t grown_bytes = large.size() * sizeof(float);  // whole MiB: the grown slot's size
+  for (bool kept_one = true; kept_one;) {
+    const std::size_t before = detail::kept_pinned_bytes();
+    of_grown_size.push_back(detail::take_pinned_slot(grown_bytes));
+    kept_one = detail::kept_pinned_bytes() + grown_bytes == before;
+  }
+  std::vector<PinnedBuffer<std::byte>> others;
+  const std::size_t limit = detail::kept_pinned_limit(), size = (std::size_t{4} << 20) + 4096;
+  std::size_t kept = detail::kept_pinned_bytes();
+  for (; kept + size <= limit; kept += size) others.push_back(detail::take_pinned_slot(size));
+  if (kept <= limit) others.push_back(detail::take_pinned_slot(limit - kept + 1));  // past the bound; never whole MiB
+  for (auto& buffer : others) detail::give_back_pinned_slot(std::move(buffer));
+  ASSERT_GT(detail::kept_pinned_bytes(), limit);
   p.put(pieces(small));  // staging slot 0
   p.put(pieces(small));  // staging slot 1
   // Another stream of the process is busy until the test lets it go (or 20 s pass).
@@ -173,7 +182,10 @@ TEST_F(BatchPrefetcherCuda, AGrowingStagingSlotLeavesTheConsumerWaitingNotForOth
     } catch (const std::logic_error&) {
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the producer is inside its put()
+  // The take moves what is kept beyond the bound out of the cache, then frees it: from then on the
+  // producer is inside the free (or past it), never still before it. (EXPECT: the producer joins below.)
+  for (int i = 0; i < 10000 && detail::kept_pinned_bytes() > limit; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_LE(detail::kept_pinned_bytes(), limit) << "the producer's grown slot freed nothing kept";
   const ring::ConsumerLane lane{consumer.view().get()};
   const auto first = p.next(lane), second = p.next(lane);
   const bool busy = cudaStreamQuery(other.get()) == cudaErrorNotReady;
