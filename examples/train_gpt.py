@@ -127,7 +127,8 @@ def busy_threads(before, after, seconds):
     by_name = {}
     for key, cpu in after.items():
         by_name[key[1]] = by_name.get(key[1], 0.0) + cpu - before.get(key, 0.0)
-    return dict(sorted(((n, round(c / seconds, 3)) for n, c in by_name.items() if c > 0), key=lambda t: -t[1]))
+    shares = ((n, round(c / seconds, 3)) for n, c in by_name.items())
+    return dict(sorted(((n, s) for n, s in shares if s > 0), key=lambda t: -t[1]))  # a share that rounds to 0: not busy
 
 
 def pin_launcher():

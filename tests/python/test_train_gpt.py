@@ -139,6 +139,19 @@ def test_the_loss_falls(data, tmp_path):
         assert "threads busy (cores): " in out
 
 
+def test_a_thread_whose_share_rounds_to_nothing_is_left_out():
+    # One clock tick over a long loop rounds to 0.000 of a core: listed, it reads as a thread that
+    # was busy at 0.00 (and the loss test's "every listed share > 0" would fail on a slow machine).
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        from train_gpt import busy_threads
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    before = {("1", "python"): 2.0, ("2", "sluice-stage"): 0.0}
+    after = {("1", "python"): 7.0, ("2", "sluice-stage"): 0.01}
+    assert busy_threads(before, after, 100.0) == {"python": 0.05}
+
+
 def test_a_job_saved_on_two_ranks_resumes_on_three_and_on_one_with_the_same_samples(data, tmp_path):
     common = [data, *TINY, "--loader", "torch", "--workers", "0", "--device", "cpu", "--global-batch", "6"]
     train(1, *common, "--steps", "12", "--log-samples", str(tmp_path / "straight"), "--json", str(tmp_path / "s.json"))
