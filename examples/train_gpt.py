@@ -65,8 +65,10 @@ def parse_args(argv):
     p.add_argument("--log-samples", metavar="DIR", help="each rank writes the windows of every step to DIR/rank<r>.jsonl")
     p.add_argument("--json", metavar="FILE", help="the run's figures (rank 0)")
     p.add_argument("--pin-launcher", action="store_true",
-                   help="from the first timed step, keep this thread (it launches the step) on a core of its own and "
-                        "the process's other threads (the loader's) on the others (Linux)")
+                   help="from the first timed step, keep this thread (it launches the step) on a core of its own, one "
+                        "a rank, and this process's other threads on the cores no rank's launcher has (Linux); threads "
+                        "started later from this one share its core, and a DataLoader's worker processes stay where "
+                        "they are")
     return p.parse_args(argv)
 
 
@@ -132,11 +134,14 @@ def busy_threads(before, after, seconds):
 
 
 def pin_launcher():
-    """This thread on the last core it may run on; every other thread of the process on the rest."""
+    """This thread on a core of its own (the last cores, one a rank of the node, by LOCAL_RANK); every
+    other thread of the process on the cores no rank's launcher has."""
     cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
+    ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    if len(cores) < ranks + 1:
         return None
-    own, rest = cores[-1], set(cores[:-1])
+    own = cores[-1 - int(os.environ.get("LOCAL_RANK", 0)) % ranks]
+    rest = set(cores[:-ranks])
     me = str(threading.get_native_id())
     for task in pathlib.Path("/proc/self/task").glob("*"):
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
@@ -208,7 +213,9 @@ def main(argv=None):
             if cuda:
                 torch.cuda.synchronize()
             if a.pin_launcher:
-                job.say(f"the launching thread on core {pin_launcher()}, the others off it")
+                core = pin_launcher()
+                job.say(f"the launching thread on core {core}, the others off it" if core is not None else
+                        "--pin-launcher: too few cores for a launcher's own, nothing pinned")
             began = time.perf_counter()
             cpu_began = thread_cpu()
         at = batches.plan_state()
@@ -260,7 +267,8 @@ def main(argv=None):
         job.say(f"done: {timed} timed steps, {result['step_ms']:.3f} ms a step, {result['tokens_per_s']:.4g} tokens/s, "
                 f"GPU waiting for data {idle} of the loop{own}, this thread in next() "
                 f"{100 * result['host_waited']:.2f} %; loss {losses[0]:.4f} -> {losses[-1]:.4f}")
-        job.say("threads busy (cores): " + ", ".join(f"{n} {c:.2f}" for n, c in list(threads.items())[:6]))
+        busiest = ", ".join(f"{n} {c:.2f}" for n, c in list(threads.items())[:6])
+        job.say(f"this process's threads busy (cores): {busiest}")
     if a.json and job.rank == 0:
         pathlib.Path(a.json).write_text(json.dumps(result, indent=1) + "\n")
     del trained  # DDP's reducer lets go of the process group before the group goes: see Job.close
