@@ -150,28 +150,16 @@ void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
     const DeviceScope scope(device_);
     last_copy->synchronize();
   }
-  PinnedBuffer<std::byte> outgrown;
-  bool grows = false;
   {
     std::lock_guard lock(mutex_);
-    auto& pinned = s_->staging.at(op.staging_slot);
-    grows = pinned.size() < bytes;
-    if (grows)
-      outgrown = std::move(pinned);  // its last copy is done (waited above, or there was none)
-    else
-      slot = pinned.data();
-  }
-  if (grows) {
-    // Not under the lock: the take may free kept slots beyond their bound
-    // (cudaFreeHost waits for the whole device), and the consumer's take()
-    // and release() go on meanwhile. The slot is this producer's alone until
-    // its copy is enqueued.
     const DeviceScope scope(device_);
-    detail::give_back_pinned_slot(std::move(outgrown));
-    PinnedBuffer<std::byte> fresh = detail::take_pinned_slot(grown(bytes));
-    slot = fresh.data();
-    std::lock_guard lock(mutex_);
-    s_->staging.at(op.staging_slot) = std::move(fresh);
+    auto& pinned = s_->staging.at(op.staging_slot);
+    if (pinned.size() < bytes) {
+      // Its last copy is done (waited above, or there was none).
+      detail::give_back_pinned_slot(std::move(pinned));
+      pinned = detail::take_pinned_slot(grown(bytes));
+    }
+    slot = pinned.data();
   }
   fill({slot, bytes});
 }
