@@ -11,7 +11,10 @@
 // replaced while the step's stream is busy). Slots beyond the bound are
 // freed when a ring next asks for a slot the cache lacks: a new allocation
 // is made there anyway, so kept bytes stay within the bound plus the slots
-// in use since.
+// in use since. That free still stalls the process: while cudaFreeHost waits
+// for the device, other threads' CUDA calls wait in the driver too (a
+// consumer's take waited 20 s for another stream's work with no sluice lock
+// held), so it is rare by design, not harmless.
 #include <cstddef>
 
 #include "sluice/core/pinned_buffer.hpp"
