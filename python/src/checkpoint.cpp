@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -96,24 +97,32 @@ void bind_checkpoint(py::module_& m) {
   m.def("_cached_fraction",
         [](const std::string& path, std::uint64_t offset, std::uint64_t bytes) { return ring::cached_fraction(path, offset, bytes); },
         py::arg("path"), py::arg("offset"), py::arg("bytes"));
-  // The storage's side of the bound: the same reads on as many lanes, each
-  // into a page-locked chunk of its own, with no copy after them. Returns (bytes, seconds, whether O_DIRECT was taken).
+  // The storage's side of the bound: the same reads on as many lanes, with
+  // no copy after them, each into a page-locked chunk of its own (into="lane")
+  // or each chunk into its own place of a page-locked span as large as the
+  // file's (into="place"). Returns (bytes, seconds, whether O_DIRECT was taken).
   m.def(
       "_read_file_rate",
       [](const std::string& path, std::uint64_t offset, std::size_t bytes, std::size_t chunk_bytes, unsigned threads,
-         bool direct) {
+         bool direct, const std::string& into) {
+        if (into != "lane" && into != "place") throw std::invalid_argument("into: 'lane' or 'place', not '" + into + "'");
+        const auto place = into == "place" ? ring::ReadInto::chunk_place : ring::ReadInto::lane_chunk;
         py::gil_scoped_release release;
         const auto options = read_options(chunk_bytes, 1, threads, direct);
-        // A chunk a lane, as the load reads them.
-        PinnedBuffer<std::byte> buffer(chunk_bytes * ring::file_read_lanes(options, SIZE_MAX));
+        // A chunk a lane, as the load reads them; or a place for every chunk, from the page under offset.
+        const std::size_t places = place == ring::ReadInto::chunk_place
+                                       ? (offset % 4096 + bytes + chunk_bytes - 1) / chunk_bytes
+                                       : ring::file_read_lanes(options, SIZE_MAX);
+        PinnedBuffer<std::byte> buffer(chunk_bytes * std::max<std::size_t>(places, 1));
         const ring::FileRange range{offset, bytes, buffer.data()};
         const auto start = std::chrono::steady_clock::now();
-        const ring::FileReadReport read = ring::read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), buffer.size()}, options);
+        const ring::FileReadReport read =
+            ring::read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), buffer.size()}, options, place);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return std::make_tuple(read.bytes, seconds, read.direct);
       },
       py::arg("path"), py::arg("offset"), py::arg("bytes"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes,
-      py::arg("threads") = 0, py::arg("direct") = false);
+      py::arg("threads") = 0, py::arg("direct") = false, py::arg("into") = "lane");
 }
 
 }  // namespace sluice::python

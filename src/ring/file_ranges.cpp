@@ -346,13 +346,18 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
 }
 
 FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
-                                       std::span<std::byte> buffer, const FileReadOptions& options) {
+                                       std::span<std::byte> buffer, const FileReadOptions& options, ReadInto into) {
   const ChunkedFile file(path, ranges, options);
-  if (buffer.size() < options.chunk_bytes) throw std::invalid_argument("file read: the buffer is smaller than a chunk");
   const auto& chunks = file.chunks();
+  if (buffer.size() < options.chunk_bytes) throw std::invalid_argument("file read: the buffer is smaller than a chunk");
+  if (into == ReadInto::chunk_place && buffer.size() / options.chunk_bytes < chunks.size())
+    throw std::invalid_argument(fmt::format("file read: a buffer of {} bytes holds {} of the {} chunks of {} bytes",
+                                            buffer.size(), buffer.size() / options.chunk_bytes, chunks.size(),
+                                            options.chunk_bytes));
   FileReadReport report{0, chunks.size(), file.direct(), {}};
-  // As read_file_ranges reads, with no copy: each lane into its own chunk of the buffer.
-  const std::size_t lanes = std::min(file_read_lanes(options, chunks.size()), buffer.size() / options.chunk_bytes);
+  // As read_file_ranges reads, with no copy: each lane into its own chunk of the buffer, or each chunk into its place.
+  std::size_t lanes = file_read_lanes(options, chunks.size());
+  if (into == ReadInto::lane_chunk) lanes = std::min(lanes, buffer.size() / options.chunk_bytes);
   std::mutex mutex;
   std::exception_ptr error;
   std::atomic<std::size_t> next = 0;  // the next chunk no lane has taken, as read_file_ranges deals them
@@ -363,7 +368,7 @@ FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::
         sluice::detail::name_this_thread("sluice-read");
         try {
           for (std::size_t at; (at = next.fetch_add(1, std::memory_order_relaxed)) < chunks.size();)
-            file.read(chunks[at], buffer.data() + k * options.chunk_bytes);
+            file.read(chunks[at], buffer.data() + (into == ReadInto::lane_chunk ? k : at) * options.chunk_bytes);
         } catch (...) {
           std::lock_guard lock(mutex);
           if (!error) error = std::current_exception();

@@ -93,11 +93,23 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
 // whether O_DIRECT would pay. 0 where the kernel cannot say. IoError for a file that cannot be opened or bytes past its end.
 double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t bytes);
 
-// The reads of read_file_ranges alone, on as many lanes, each into its own
-// chunk of `buffer` (page-locked, at least options.chunk_bytes, 4096-aligned
-// for O_DIRECT; lanes beyond buffer / chunk_bytes are left out), with no copy:
-// the storage's rate for the bound. FileReadReport::bytes: the bytes read.
+// Where read_file_ranges_to_host puts each chunk.
+enum class ReadInto {
+  // Into the lane's own chunk of the buffer, again and again: the destination
+  // stays in the CPU's cache, the reads at their best.
+  lane_chunk,
+  // Chunk i at buffer + i x chunk_bytes, each written once, as a load's staging
+  // slots are written and then read by the copy: the destination goes to memory.
+  chunk_place,
+};
+
+// The reads of read_file_ranges alone, on as many lanes, with no copy: the
+// storage's rate for the bound. `buffer` is page-locked where the reads go to
+// a GPU next, 4096-aligned for O_DIRECT, and holds at least one chunk
+// (lane_chunk: lanes beyond buffer / chunk_bytes are left out) or every chunk
+// (chunk_place); else std::invalid_argument. FileReadReport::bytes: the bytes read.
 FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::span<const FileRange> ranges,
-                                       std::span<std::byte> buffer, const FileReadOptions& options);
+                                       std::span<std::byte> buffer, const FileReadOptions& options,
+                                       ReadInto into = ReadInto::lane_chunk);
 
 }  // namespace sluice::ring

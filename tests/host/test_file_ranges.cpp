@@ -172,6 +172,24 @@ TEST(FileRanges, ReadsAloneForTheBoundCoverEveryChunk) {
   EXPECT_THROW(read_file_ranges_to_host(path, {&range, 1}, {buffer.data(), 4096}, {.chunk_bytes = 8192}), std::invalid_argument);
 }
 
+TEST(FileRanges, ReadsAloneIntoEachChunksPlaceLeaveTheFileInTheBuffer) {
+  ScratchDir dir;
+  const auto path = write_file(dir, 50000);
+  std::vector<std::byte> buffer(7 * 8192, poison);
+  const FileRange range{1000, 49000, buffer.data()};  // its `to` is not written: the reads go to the buffer
+  const FileReadOptions options{.chunk_bytes = 8192, .threads = 3};
+  // From page 0 (the page under offset 1000) to the end: 7 chunks.
+  const FileReadReport report = read_file_ranges_to_host(path, {&range, 1}, buffer, options, ReadInto::chunk_place);
+  EXPECT_EQ(report.chunks, 7u);
+  EXPECT_EQ(report.bytes, 50000u);
+  buffer.resize(50000);
+  EXPECT_EQ(wrong(buffer, 0), 0u) << "each chunk at its own place: the buffer is the file";
+  // One chunk short of every chunk's place is refused before any read.
+  std::vector<std::byte> short_one(6 * 8192, poison);
+  EXPECT_THROW(read_file_ranges_to_host(path, {&range, 1}, short_one, options, ReadInto::chunk_place), std::invalid_argument);
+  EXPECT_EQ(std::count(short_one.begin(), short_one.end(), poison), static_cast<std::ptrdiff_t>(short_one.size()));
+}
+
 TEST(FileRanges, AFileJustWrittenIsInThePageCache) {
   ScratchDir dir;
   const auto path = write_file(dir, 5 * 4096 + 10);
