@@ -10,8 +10,8 @@ A Llama-shaped checkpoint of bf16 tensors (written by safetensors where installe
 The storage's rate is sluice's reads alone, each lane into a page-locked chunk of its own (the same
 chunks, lanes and O_DIRECT or not), the best of several chunk sizes; the link is sluice's pinned H2D probe.
 Printed beside it, not in the bound: the same reads with each chunk into its own place of a span as
-large as the file, written once as a load's staging slots are (their destination leaves the CPU's
-cache for memory, which the copies then read). Every load is verified bitwise
+large as the file, each written once (the destination goes to memory, as the bytes a load reads
+must before its copies read them). Every load is verified bitwise
 against a reference copy on the GPU; the caching allocator's free memory is poisoned before each
 timed load, so a load that skipped a tensor shows.
 
@@ -107,7 +107,7 @@ def main():
     def read_rate(direct, chunk_mib=2, into="lane"):
         """GB/s of the load's reads alone: into="lane", each lane into a chunk of its own again and again
         (its destination stays in the CPU's cache); "place", each chunk into its own place of a span as
-        large as the file (written once, as a load's staging slots are before the copy reads them)."""
+        large as the file (each written once: the destination goes to memory)."""
         best = 0.0
         for _ in range(2 if not direct else 1):  # a dropped file's read takes seconds: the caller repeats
             if direct:

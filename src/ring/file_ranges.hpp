@@ -98,8 +98,8 @@ enum class ReadInto {
   // Into the lane's own chunk of the buffer, again and again: the destination
   // stays in the CPU's cache, the reads at their best.
   lane_chunk,
-  // Chunk i at buffer + i x chunk_bytes, each written once, as a load's staging
-  // slots are written and then read by the copy: the destination goes to memory.
+  // Chunk i at buffer + i x chunk_bytes, each written once: the destination
+  // goes to memory, as the bytes a load reads must before its copy reads them.
   chunk_place,
 };
 
