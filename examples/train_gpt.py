@@ -218,7 +218,7 @@ def main(argv=None):
                         "--pin-launcher: too few cores for a launcher's own, nothing pinned")
             began = time.perf_counter()
             cpu_began = thread_cpu()
-        at = batches.plan_state()
+        at = batches.plan_state() if samples else None  # asked only to log: sluice's is a call into the loader
         if cuda and i >= timed_from:
             before = torch.cuda.Event(enable_timing=True)
             before.record()
