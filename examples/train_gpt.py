@@ -226,10 +226,10 @@ def main(argv=None):
         x, y = next(source)
         if i >= timed_from:
             host_waited += time.perf_counter() - asked
-        if cuda and i >= timed_from:
-            after = torch.cuda.Event(enable_timing=True)
-            after.record()
-            waits.append((before, after))
+            if cuda:
+                after = torch.cuda.Event(enable_timing=True)
+                after.record()
+                waits.append((before, after))
         with autocast():
             loss = trained(x, y)
         optimizer.zero_grad(set_to_none=True)
