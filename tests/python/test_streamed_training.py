@@ -279,6 +279,30 @@ def test_a_backward_that_raises_leaves_the_kept_gradients_as_they_were():
     streamed.remove()
 
 
+
+def test_one_gradient_tensor_given_to_two_parameters_is_kept_twice():
+    # The backward of w1 + w2 hands both the same tensor: kept as one, adding to one would add to both.
+    torch = torch_or_skip()
+
+    class Sum(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(torch.randn(4, 32))
+            self.w2 = torch.nn.Parameter(torch.randn(4, 32))
+
+        def forward(self, x):
+            return x * (self.w1 + self.w2)
+
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList([Sum() for _ in range(3)])
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=1, grads="device", _host_executor=HOST)
+    for x in _xs(2):
+        for b in (blocks, ref):
+            _loss(b, x).backward()
+    assert _kept_equal(streamed, blocks, ref)
+    streamed.remove()
+
 def test_a_bad_grads_value_is_refused_before_the_weights_move():
     torch = torch_or_skip()
     blocks = _blocks(torch)
@@ -351,6 +375,28 @@ def test_on_the_gpu_training_steps_equal_the_model_resident_bitwise():
         assert all(torch.equal(p, m) for p, m in zip(blocks.parameters(), master.parameters()))
     streamed.remove()
 
+
+
+@gpu
+def test_on_the_gpu_gradients_kept_on_the_device_equal_the_model_resident_bitwise():
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=6, width=512)
+    ref = copy.deepcopy(blocks).cuda()
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device")
+    for x in [torch.randn(8, 512, device="cuda", dtype=torch.bfloat16) for _ in range(2)]:
+        for b in (blocks, ref):  # two micro-batches: the second backward adds to the kept gradients
+            _loss(b, x).backward()
+    kept = streamed.device_grads()
+    assert [p for p, _ in kept] == list(blocks.parameters())
+    assert all(p.grad is None for p in blocks.parameters())
+    for (p, g), q in zip(kept, ref.parameters()):
+        assert g.is_cuda and g.device.index == streamed.device
+        assert torch.equal(g, q.grad), float((g.float() - q.grad.float()).abs().max())
+    streamed.grads_to_host()
+    assert streamed.device_grads() == []
+    for p, q in zip(blocks.parameters(), ref.parameters()):
+        assert not p.grad.is_cuda and torch.equal(p.grad, q.grad.cpu())
+    streamed.remove()
 
 @gpu
 def test_on_the_gpu_the_backward_holds_the_rings_slots_and_the_gradients_of_a_block_or_two():
