@@ -112,6 +112,7 @@ class StreamedLayers:
             raise RuntimeError("StreamedLayers streams torch modules and torch is not installed")
         self._grads = grads
         self._kept = {}  # grads="device": id(host parameter) -> its gradient on the device, kept across backwards
+        self._kept_stream = None  # ... made on this stream (the backward's, torch's current stream of the forward)
         self._blocks = list(blocks)
         if not self._blocks:
             raise ValueError("StreamedLayers needs at least one block")
@@ -208,6 +209,8 @@ class StreamedLayers:
         gradient (frozen) has no entry. The tensors are the kept ones: change them in place."""
         if not self._kept:
             return []
+        if self._device >= 0:  # the caller's stream uses them after the kernels that made them (as autograd's leaves)
+            self._torch.cuda.current_stream(self._device).wait_stream(self._kept_stream)
         return [(p, self._kept[id(p)]) for params in self._params for p in params if id(p) in self._kept]
 
     def grads_to_host(self):
@@ -217,7 +220,8 @@ class StreamedLayers:
         if not kept:
             return
         if self._device >= 0:
-            # After the kernels that made or changed them (torch's stream), on the training's copy stream.
+            # After the kernels that made or changed them (torch's stream, which device_grads() made
+            # wait for the backward's), on the training's copy stream.
             d2h = self._training.d2h
             d2h.wait_stream(torch.cuda.current_stream(self._device))
             with torch.cuda.stream(d2h):

@@ -13,6 +13,8 @@ they are the weights' memory, are saved as tokens (saved_tensors_hooks) that the
 into the weights, streamed again through the ring."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 
@@ -137,6 +139,8 @@ class Training:
         the kernels that make it are done (the stream waits, never the host)."""
         self.begin()
         if self.owner._grads == "device":  # kept on the device, added to the kept ones at the backward's end
+            if self.d2h is not None:  # the stream that made it, where end() adds it (the forward's)
+                self.owner._kept_stream = torch.cuda.current_stream(self.device)
             self.staged.append((self.owner._params[k][i], self.own(grad)))
             return
         if self.d2h is None:  # the host executor: the gradient is already on the host
@@ -187,8 +191,9 @@ class Training:
         staged, self.staged, self.open, self.current = self.staged, [], False, None
         self.owned = set()
         if self.owner._grads == "device":
-            kept = self.owner._kept
-            with torch.no_grad():
+            # end() may run on an autograd thread whose current stream is not the one that made them.
+            kept, stream = self.owner._kept, self.owner._kept_stream
+            with torch.no_grad(), (torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()):
                 for p, g in staged:
                     if id(p) in kept:
                         kept[id(p)].add_(g)
