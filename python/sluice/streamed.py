@@ -84,8 +84,9 @@ class StreamedLayers:
     raises leaves them as they were: while a backward after the first runs, its own gradients are
     held beside the kept ones (up to twice those bytes).
 
-    Device memory in training (`grads="host"`): the slots, and the gradients of a block or two (the block's being
-    made while the one before is copied out). Parameters that do not require grad get none. The
+    Device memory in training with `grads="host"`: the slots, and the gradients of a block or two
+    (the block's being made while the one before is copied out). Parameters that do not require
+    grad get none. The
     gradients go to .grad only (torch.autograd.grad over the streamed parameters gives none); a
     backward that raises drops its gradients. During a recorded forward a block's module sees its
     weights as plain tensors, not its Parameters, which it sees again after. Not supported inside
