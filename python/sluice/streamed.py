@@ -210,34 +210,15 @@ class StreamedLayers:
         gradient (frozen) has no entry. The tensors are the kept ones: change them in place."""
         if not self._kept:
             return []
-        if self._device >= 0:  # the caller's stream uses them after the kernels that made them (as autograd's leaves)
-            self._torch.cuda.current_stream(self._device).wait_stream(self._kept_stream)
-        return [(p, self._kept[id(p)]) for params in self._params for p in params if id(p) in self._kept]
+        from .streamed_training import device_grads
+        return device_grads(self)
 
     def grads_to_host(self):
         """Copies each kept device gradient into its host parameter's .grad (set where it is None,
         else added to), waits for the copies and frees the device gradients."""
-        torch, kept = self._torch, self.device_grads()
-        if not kept:
-            return
-        if self._device >= 0:
-            # After the kernels that made or changed them (torch's stream, which device_grads() made
-            # wait for the backward's), on the training's copy stream.
-            d2h = self._training.d2h
-            d2h.wait_stream(torch.cuda.current_stream(self._device))
-            with torch.cuda.stream(d2h):
-                host = [torch.empty(g.shape, dtype=g.dtype, pin_memory=True).copy_(g, non_blocking=True)
-                        for _, g in kept]
-            d2h.synchronize()  # the copies are done before the device memory they read is freed
-        else:  # the host executor: the kept gradients are on the host already, copied all the same
-            host = [g.clone() for _, g in kept]
-        self._kept = {}
-        with torch.no_grad():
-            for (p, _), h in zip(kept, host):
-                if p.grad is None:
-                    p.grad = h
-                else:
-                    p.grad.add_(h)
+        if self._kept:
+            from .streamed_training import grads_to_host
+            grads_to_host(self)
 
     def __enter__(self):
         return self

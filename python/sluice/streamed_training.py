@@ -209,3 +209,35 @@ class Training:
                     p.grad = g
                 else:
                     p.grad.add_(g)
+
+
+# Gradients kept on the device (grads="device"), across backwards until grads_to_host().
+
+def device_grads(owner):
+    """StreamedLayers.device_grads(): the kept gradients, ready on the caller's stream."""
+    if owner._device >= 0:  # the caller's stream uses them after the kernels that made them (as autograd's leaves)
+        torch.cuda.current_stream(owner._device).wait_stream(owner._kept_stream)
+    return [(p, owner._kept[id(p)]) for params in owner._params for p in params if id(p) in owner._kept]
+
+
+def grads_to_host(owner):
+    """StreamedLayers.grads_to_host(): the kept gradients copied into .grad, then freed."""
+    kept = device_grads(owner)
+    if owner._device >= 0:
+        # After the kernels that made or changed them (torch's stream, which device_grads() made
+        # wait for the backward's), on the training's copy stream.
+        d2h = owner._training.d2h
+        d2h.wait_stream(torch.cuda.current_stream(owner._device))
+        with torch.cuda.stream(d2h):
+            host = [torch.empty(g.shape, dtype=g.dtype, pin_memory=True).copy_(g, non_blocking=True)
+                    for _, g in kept]
+        d2h.synchronize()  # the copies are done before the device memory they read is freed
+    else:  # the host executor: the kept gradients are on the host already, copied all the same
+        host = [g.clone() for _, g in kept]
+    owner._kept = {}
+    with torch.no_grad():
+        for (p, _), h in zip(kept, host):
+            if p.grad is None:
+                p.grad = h
+            else:
+                p.grad.add_(h)
