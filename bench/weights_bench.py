@@ -19,7 +19,9 @@ Training rows (workload "A mlp train", "B llama train"): a step's forward and ba
 loss mean(output^2), the model resident (weights and gradients on the GPU) and with its blocks
 streamed (the gradients to page-locked host .grad), each step's gradients set to none after it;
 the streamed row's gradients checked against the resident's (bitwise, or the largest
-difference) before it is timed. Its bound is max(2 x streamed bytes / H2D, gradient bytes /
+difference) before it is timed. A second streamed row keeps the gradients on the GPU
+(grads="device") and copies them to .grad once after each step's backward (grads_to_host()):
+its device MB holds them. Its bound is max(2 x streamed bytes / H2D, gradient bytes /
 D2H, resident step): each copy engine and the compute alone, the D2H rate measured as the H2D
 one (torch's 256 MiB copies). The
 optimizer step is a row of its own: torch.optim.SGD over the streamed blocks' host parameters,
@@ -275,9 +277,10 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
         loss.backward()
         return loss
 
-    def timed(model):
+    def timed(model, after=lambda: None):
         def once():
             step(model)
+            after()
             model.zero_grad(set_to_none=True)
         return timed_with_peak(torch, once, repeats)
 
@@ -301,26 +304,32 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
           f"(2 x {streamed_bytes / MB:.0f} MB H2D beside {streamed_bytes / MB:.0f} MB D2H)", flush=True)
     rows.append({"workload": workload, "method": "resident", "ms": resident_ms, "bound_ms": bound_ms,
                  "device_bytes": resident_bytes, "check": "reference"})
-    try:
+    def streamed(grads):
+        """The streamed step's row, its gradients checked first; grads="device": each step's
+        gradients kept on the GPU, then copied to .grad once (grads_to_host())."""
         model = copy.deepcopy(master)
-        s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev)
+        s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev, grads=grads)
         place_rest(model)
         step(model)  # the gradients checked before the step is timed
+        s.grads_to_host()
         check_grads = [check(torch, p.grad.to(dev), want[id(q)])
                        for p, q in zip(model.parameters(), master.parameters())]
         worst = next((c for c in check_grads if c != "bitwise"), "bitwise")
         model.zero_grad(set_to_none=True)
-        del want
         pool_before = sluice._sluice._ring_pool_memory(dev.index)["used"]
         sluice._sluice._ring_pool_memory(dev.index, reset=True)
-        ms, peak = timed(model)
+        ms, peak = timed(model, s.grads_to_host)
         ring = sluice._sluice._ring_pool_memory(dev.index)["used_high"] - pool_before
         rest = param_bytes([model]) - streamed_bytes  # resident rest (B: embeddings, head) and its gradients
-        rows.append({"workload": workload, "method": f"sluice.StreamedLayers (ahead {s.ahead}), fwd+bwd",
+        kept = ", gradients kept on the GPU" if grads == "device" else ", fwd+bwd"
+        rows.append({"workload": workload, "method": f"sluice.StreamedLayers (ahead {s.ahead}){kept}",
                      "ms": ms, "bound_ms": bound_ms, "device_bytes": ring + peak + rest,
                      "check": f"grads {worst}"})
-        print(f"  {workload} streamed fwd+bwd {ms:8.1f} ms  grads {worst}", flush=True)
+        print(f"  {workload} streamed{kept} {ms:8.1f} ms  grads {worst}", flush=True)
+        return model, s
 
+    try:
+        model, s = streamed("host")
         host = [p for b in blocks_of(model) for p in b.parameters()]
         opt = torch.optim.SGD(host, lr=1e-6)
         step(model)
@@ -334,6 +343,14 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
         torch.cuda.empty_cache()
     except Exception as e:  # noqa: BLE001
         rows.append({"workload": workload, "method": "sluice.StreamedLayers, fwd+bwd", "ms": None,
+                     "error": f"{type(e).__name__}: {e}"[:160]})
+    try:
+        model, s = streamed("device")
+        s.remove()
+        del model, s
+        torch.cuda.empty_cache()
+    except Exception as e:  # noqa: BLE001
+        rows.append({"workload": workload, "method": "sluice.StreamedLayers, gradients kept on the GPU", "ms": None,
                      "error": f"{type(e).__name__}: {e}"[:160]})
     return rows
 

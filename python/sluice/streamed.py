@@ -63,8 +63,30 @@ class StreamedLayers:
         loss.backward()                                      # p.grad: page-locked host tensors, complete
         opt.step(); opt.zero_grad(set_to_none=True)
 
-    Device memory in training: the slots, and the gradients of a block or two (the block's being
-    made while the one before is copied out). Parameters that do not require grad get none. The
+    Gradients kept on the device (`grads="device"`): a backward leaves .grad as it is and keeps
+    each streamed parameter's gradient in a device tensor of its own, set by the first backward and
+    added to by the next ones, as autograd accumulates: accumulation over micro-batches copies them
+    out once a step, not once a backward, and they can be reduced across ranks on the device first.
+    device_grads() lists them, (host parameter, device gradient), to change in place (all_reduce,
+    scaling); grads_to_host() copies them into the host parameters' .grad (set, or added to) and
+    frees them. With `grads="host"` (the default) grads_to_host() does nothing.
+
+        streamed = sluice.StreamedLayers(layers, budget_bytes=4 << 30, device="cuda", grads="device")
+        for ids, labels in micro_batches:                    # the gradients add up on the GPU
+            model(ids, labels=labels).loss.backward()
+        for p, g in streamed.device_grads():
+            dist.all_reduce(g)                               # on the device, before they go to the host
+        streamed.grads_to_host(); opt.step(); opt.zero_grad(set_to_none=True)
+
+    The device memory this adds, beyond the slots (`budget_bytes` covers the slots alone): every
+    streamed parameter's gradient that requires grad, their bytes, from the first backward to
+    grads_to_host(). A backward adds its gradients to the kept ones at its end, so that one that
+    raises leaves them as they were: while a backward after the first runs, its own gradients are
+    held beside the kept ones (up to twice those bytes).
+
+    Device memory in training with `grads="host"`: the slots, and the gradients of a block or two
+    (the block's being made while the one before is copied out). Parameters that do not require
+    grad get none. The
     gradients go to .grad only (torch.autograd.grad over the streamed parameters gives none); a
     backward that raises drops its gradients. During a recorded forward a block's module sees its
     weights as plain tensors, not its Parameters, which it sees again after. Not supported inside
@@ -79,13 +101,19 @@ class StreamedLayers:
 
     remove() (or leaving `with StreamedLayers(...)`) stops the ring, removes the hooks and puts
     every parameter back on the device it came from (a GPU's, or the host's, there left
-    page-locked).
+    page-locked). Gradients kept on the device and not taken with grads_to_host() are dropped.
     """
 
-    def __init__(self, blocks, *, budget_bytes=None, ahead=None, device=None, _host_executor=None):
+    def __init__(self, blocks, *, budget_bytes=None, ahead=None, device=None, grads="host", _host_executor=None):
+        if grads not in ("host", "device"):
+            raise ValueError(f"grads={grads!r}: give \"host\" (each backward's gradients to the host .grad) or "
+                             f"\"device\" (kept on the device until grads_to_host())")
         torch = self._torch = torch_or_none()
         if torch is None:
             raise RuntimeError("StreamedLayers streams torch modules and torch is not installed")
+        self._grads = grads
+        self._kept = {}  # grads="device": id(host parameter) -> its gradient on the device, kept across backwards
+        self._kept_stream = None  # ... made on this stream (the backward's, torch's current stream of the forward)
         self._blocks = list(blocks)
         if not self._blocks:
             raise ValueError("StreamedLayers needs at least one block")
@@ -173,6 +201,24 @@ class StreamedLayers:
 
     def __len__(self):
         return len(self._blocks)
+
+    # Gradients kept on the device (grads="device").
+
+    def device_grads(self):
+        """[(host parameter, its gradient on the device)] kept by the backwards since the last
+        grads_to_host(), in block order and each block's parameter order; a parameter that got no
+        gradient (frozen) has no entry. The tensors are the kept ones: change them in place."""
+        if not self._kept:
+            return []
+        from .streamed_training import device_grads
+        return device_grads(self)
+
+    def grads_to_host(self):
+        """Copies each kept device gradient into its host parameter's .grad (set where it is None,
+        else added to), waits for the copies and frees the device gradients."""
+        if self._kept:
+            from .streamed_training import grads_to_host
+            grads_to_host(self)
 
     def __enter__(self):
         return self
@@ -267,7 +313,8 @@ class StreamedLayers:
         return apply
 
     def remove(self):
-        """Stops the ring, removes the hooks and puts each parameter back on the device it came from."""
+        """Stops the ring, removes the hooks and puts each parameter back on the device it came from.
+        Gradients kept on the device (grads="device") and not taken with grads_to_host() are dropped."""
         if self._blocks is None:
             return
         self._ring_box.stop()
@@ -284,6 +331,7 @@ class StreamedLayers:
                 if p.grad is not None and where.type != "cpu":  # the gradient goes with its parameter
                     p.grad = p.grad.to(where)
         self._blocks = self._params = self._host = self._pieces = None
+        self._kept = {}  # gradients kept on the device and not taken with grads_to_host() are dropped
         self._finalizer.detach()
 
 

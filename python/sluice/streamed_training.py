@@ -1,6 +1,7 @@
 """Training through StreamedLayers: a forward that autograd records keeps no block's weights, the
 backward streams them in again (last block first) and each weight's gradient goes to the host
-parameter's .grad, where an optimizer over the host parameters steps them.
+parameter's .grad, where an optimizer over the host parameters steps them (or, with grads="device",
+to a device tensor kept across backwards until StreamedLayers.grads_to_host()).
 
 Why not autograd as it is: a block's parameters are leaves whose .data the forward points at the
 ring's memory. Autograd saves a leaf itself, so the backward would read whatever .data is then (the
@@ -11,6 +12,8 @@ the weight's gradient; and the tensors that the block's operations save for the 
 they are the weights' memory, are saved as tokens (saved_tensors_hooks) that the backward turns back
 into the weights, streamed again through the ring."""
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -60,6 +63,7 @@ class Training:
         self.pushed = None  # the saved-tensor hooks pushed by the block running now
         self.current = None  # (k, memory) of the block the backward reads now
         self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
+        self.owned = set()  # grads="device": the memory of the gradients staged by this backward (data_ptr)
         self.sending = []  # the device gradients of the block whose copies are being queued
         self.copying = []  # (event, gradients) of the blocks before, their copies queued before the event
         self.open = False  # a backward runs, its end queued to gather the gradients
@@ -104,6 +108,7 @@ class Training:
         if self.d2h is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.d2h)
         self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
+        self.owned = set()
 
     def begin(self):
         if not self.open:
@@ -133,6 +138,11 @@ class Training:
         """Block k's parameter i's gradient, copied to a page-locked host tensor on the copy stream once
         the kernels that make it are done (the stream waits, never the host)."""
         self.begin()
+        if self.owner._grads == "device":  # kept on the device, added to the kept ones at the backward's end
+            if self.d2h is not None:  # the stream that made it, where end() adds it (the forward's)
+                self.owner._kept_stream = torch.cuda.current_stream(self.device)
+            self.staged.append((self.owner._params[k][i], self.own(grad)))
+            return
         if self.d2h is None:  # the host executor: the gradient is already on the host
             host = grad.clone(memory_format=torch.contiguous_format)
         else:
@@ -142,6 +152,20 @@ class Training:
                 host.copy_(grad, non_blocking=True)
             self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
         self.staged.append((self.owner._params[k][i], host))
+
+    def own(self, grad):
+        """The gradient as a tensor of its own, to keep and add to in place: autograd's, where it is
+        one (dense, the whole of its memory, not one this backward gave already, as it may give one
+        tensor to two parameters), else a copy."""
+        storage = grad.untyped_storage() if hasattr(grad, "untyped_storage") else grad.storage()
+        if (grad.is_contiguous() and grad.storage_offset() == 0
+                and storage.nbytes() == grad.numel() * grad.element_size()
+                and grad.data_ptr() not in self.owned):
+            own = grad
+        else:
+            own = grad.clone(memory_format=torch.contiguous_format)
+        self.owned.add(own.data_ptr())
+        return own
 
     def release(self):
         """At a block's first use in the backward, the gradients sent since the last are one block's.
@@ -161,8 +185,21 @@ class Training:
 
     def end(self):
         """The end of a backward: its gradients are on the host (one wait, for the last copy) and
-        go to .grad as AccumulateGrad puts them, the first set, the next ones added."""
+        go to .grad as AccumulateGrad puts them, the first set, the next ones added. Kept on the
+        device, they go to the kept gradients the same way, only now: a backward that raised before
+        its end left them as they were."""
         staged, self.staged, self.open, self.current = self.staged, [], False, None
+        self.owned = set()
+        if self.owner._grads == "device":
+            # end() may run on an autograd thread whose current stream is not the one that made them.
+            kept, stream = self.owner._kept, self.owner._kept_stream
+            with torch.no_grad(), (torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()):
+                for p, g in staged:
+                    if id(p) in kept:
+                        kept[id(p)].add_(g)
+                    else:
+                        kept[id(p)] = g
+            return
         if self.d2h is not None:
             self.d2h.synchronize()
         self.sending, self.copying = [], []
@@ -172,3 +209,35 @@ class Training:
                     p.grad = g
                 else:
                     p.grad.add_(g)
+
+
+# Gradients kept on the device (grads="device"), across backwards until grads_to_host().
+
+def device_grads(owner):
+    """StreamedLayers.device_grads(): the kept gradients, ready on the caller's stream."""
+    if owner._device >= 0:  # the caller's stream uses them after the kernels that made them (as autograd's leaves)
+        torch.cuda.current_stream(owner._device).wait_stream(owner._kept_stream)
+    return [(p, owner._kept[id(p)]) for params in owner._params for p in params if id(p) in owner._kept]
+
+
+def grads_to_host(owner):
+    """StreamedLayers.grads_to_host(): the kept gradients copied into .grad, then freed."""
+    kept = device_grads(owner)
+    if owner._device >= 0:
+        # After the kernels that made or changed them (torch's stream, which device_grads() made
+        # wait for the backward's), on the training's copy stream.
+        d2h = owner._training.d2h
+        d2h.wait_stream(torch.cuda.current_stream(owner._device))
+        with torch.cuda.stream(d2h):
+            host = [torch.empty(g.shape, dtype=g.dtype, pin_memory=True).copy_(g, non_blocking=True)
+                    for _, g in kept]
+        d2h.synchronize()  # the copies are done before the device memory they read is freed
+    else:  # the host executor: the kept gradients are on the host already, copied all the same
+        host = [g.clone() for _, g in kept]
+    owner._kept = {}
+    with torch.no_grad():
+        for (p, _), h in zip(kept, host):
+            if p.grad is None:
+                p.grad = h
+            else:
+                p.grad.add_(h)

@@ -197,6 +197,152 @@ def test_an_exception_in_a_recorded_forward_leaves_the_blocks_usable():
     streamed.remove()
 
 
+
+def _kept_equal(streamed, blocks, ref):
+    """device_grads() lists blocks' parameters that ref has gradients for, in order, and equals them bitwise."""
+    kept = streamed.device_grads()
+    want = [(p, q.grad) for p, q in zip(blocks.parameters(), ref.parameters()) if q.grad is not None]
+    return [p for p, _ in kept] == [p for p, _ in want] and all(
+        torch_or_skip().equal(g, w) for (_, g), (_, w) in zip(kept, want))
+
+
+def test_gradients_kept_on_the_device_leave_grad_alone_until_grads_to_host():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    x = _xs(1)[0]
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+    assert all(p.grad is None for p in blocks.parameters())
+    assert len(streamed.device_grads()) == len(list(blocks.parameters()))
+    assert _kept_equal(streamed, blocks, ref)
+    streamed.grads_to_host()
+    assert streamed.device_grads() == []
+    assert _same(blocks, ref)
+    streamed.grads_to_host()  # nothing kept: nothing changes
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+def test_gradients_kept_on_the_device_accumulate_over_backwards_and_add_to_grad():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    x, y, z = _xs(3)
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+        _loss(b, y).backward()
+    assert _kept_equal(streamed, blocks, ref)  # the sum of the two, as autograd made it
+    streamed.grads_to_host()
+    assert _same(blocks, ref)
+    alone = copy.deepcopy(ref)  # z's gradients alone: what the next backward keeps
+    alone.zero_grad(set_to_none=True)
+    for b in (blocks, ref, alone):
+        _loss(b, z).backward()
+    assert _kept_equal(streamed, blocks, alone)
+    streamed.grads_to_host()  # .grad holds x's and y's: z's are added to them
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+def test_a_backward_that_raises_leaves_the_kept_gradients_as_they_were():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+
+    class Boom(Exception):
+        pass
+
+    def fail(grad):
+        raise Boom()
+
+    x, y, z = _xs(3)
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+    before = [(p, g.clone()) for p, g in streamed.device_grads()]
+    out = y
+    for k, b in enumerate(blocks):
+        out = b(out)
+        if k == 3:
+            out.register_hook(fail)  # in the middle of the backward, blocks 5 and 4 done
+    with pytest.raises(Boom):
+        (out ** 2).mean().backward()
+    after = streamed.device_grads()
+    assert [p for p, _ in after] == [p for p, _ in before]
+    assert all(torch.equal(g, h) for (_, g), (_, h) in zip(after, before))
+    for b in (blocks, ref):  # and the next backward adds to them
+        _loss(b, z).backward()
+    assert _kept_equal(streamed, blocks, ref)
+    streamed.remove()
+
+
+
+def test_one_gradient_tensor_given_to_two_parameters_is_kept_twice():
+    # The backward of w1 + w2 hands both the same tensor: kept as one, adding to one would add to both.
+    torch = torch_or_skip()
+
+    class Sum(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(torch.randn(4, 32))
+            self.w2 = torch.nn.Parameter(torch.randn(4, 32))
+
+        def forward(self, x):
+            return x * (self.w1 + self.w2)
+
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList([Sum() for _ in range(3)])
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=1, grads="device", _host_executor=HOST)
+    for x in _xs(2):
+        for b in (blocks, ref):
+            _loss(b, x).backward()
+    assert _kept_equal(streamed, blocks, ref)
+    streamed.remove()
+
+def test_a_bad_grads_value_is_refused_before_the_weights_move():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    where = [p.data_ptr() for p in blocks.parameters()]
+    for grads in ("cuda", None, "Device"):
+        with pytest.raises(ValueError, match="grads="):
+            sluice.StreamedLayers(blocks, ahead=2, grads=grads, _host_executor=HOST)
+    assert [p.data_ptr() for p in blocks.parameters()] == where
+    assert all(not b._forward_pre_hooks for b in blocks)
+
+
+def test_frozen_parameters_get_no_kept_gradient():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    for b in blocks:
+        b[3].weight.requires_grad_(False)
+    blocks[1].requires_grad_(False)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    x = _xs(1)[0]
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+    kept = {id(p) for p, _ in streamed.device_grads()}
+    assert kept == {id(p) for p in blocks.parameters() if p.requires_grad}
+    assert _kept_equal(streamed, blocks, ref)
+    streamed.grads_to_host()
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+def test_remove_drops_the_kept_gradients():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    _loss(blocks, _xs(1)[0]).backward()
+    streamed.remove()
+    assert streamed.device_grads() == []
+    assert all(p.grad is None for p in blocks.parameters())
+
+
 @gpu
 def test_on_the_gpu_training_steps_equal_the_model_resident_bitwise():
     # The reference runs its forward and backward resident on the GPU (the same kernels), and its
@@ -229,6 +375,28 @@ def test_on_the_gpu_training_steps_equal_the_model_resident_bitwise():
         assert all(torch.equal(p, m) for p, m in zip(blocks.parameters(), master.parameters()))
     streamed.remove()
 
+
+
+@gpu
+def test_on_the_gpu_gradients_kept_on_the_device_equal_the_model_resident_bitwise():
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=6, width=512)
+    ref = copy.deepcopy(blocks).cuda()
+    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device")
+    for x in [torch.randn(8, 512, device="cuda", dtype=torch.bfloat16) for _ in range(2)]:
+        for b in (blocks, ref):  # two micro-batches: the second backward adds to the kept gradients
+            _loss(b, x).backward()
+    kept = streamed.device_grads()
+    assert [p for p, _ in kept] == list(blocks.parameters())
+    assert all(p.grad is None for p in blocks.parameters())
+    for (p, g), q in zip(kept, ref.parameters()):
+        assert g.is_cuda and g.device.index == streamed.device
+        assert torch.equal(g, q.grad), float((g.float() - q.grad.float()).abs().max())
+    streamed.grads_to_host()
+    assert streamed.device_grads() == []
+    for p, q in zip(blocks.parameters(), ref.parameters()):
+        assert not p.grad.is_cuda and torch.equal(p.grad, q.grad.cpu())
+    streamed.remove()
 
 @gpu
 def test_on_the_gpu_the_backward_holds_the_rings_slots_and_the_gradients_of_a_block_or_two():
