@@ -24,6 +24,7 @@ if not torch.distributed.is_available() or not torch.distributed.is_gloo_availab
     pytest.skip("this torch has no torch.distributed with gloo", allow_module_level=True)
 
 SCRIPT = ROOT / "examples" / "train_gpt.py"
+LOADERS_BENCH = ROOT / "bench" / "gpt_loaders_bench.py"
 TORCHRUN_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                  "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT")
 TINY = ["--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32", "--lr", "3e-3",
@@ -38,7 +39,7 @@ def data(tmp_path_factory):
     return f"--data={directory}/train_*.bin"
 
 
-def train(ranks, *args, timeout=180):
+def train(ranks, *args, timeout=180, script=SCRIPT):
     """Runs the script on `ranks` processes as torchrun starts them; fails with their output if one fails.
 
     As torchrun does, this process holds the rendezvous store and the ranks connect to it: the port is
@@ -61,7 +62,7 @@ def train(ranks, *args, timeout=180):
             for rank in range(ranks):
                 outputs.append(cleanup.enter_context(tempfile.TemporaryFile("w+")))
                 rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank)) if ranks > 1 else env
-                procs.append(subprocess.Popen([sys.executable, str(SCRIPT), *args], env=rank_env,
+                procs.append(subprocess.Popen([sys.executable, str(script), *args], env=rank_env,
                                               stdout=outputs[-1], stderr=subprocess.STDOUT, text=True))
         failure = wait_for(procs, timeout)
         texts = []
@@ -188,3 +189,53 @@ def test_the_loss_falls_with_each_loader_on_the_gpu(data, tmp_path):
     # The same batches in the same order: the first step's loss is the same.
     assert runs["sluice"]["losses"][0] == pytest.approx(runs["torch"]["losses"][0], rel=1e-3)
     assert runs["resident"]["losses"][0] == pytest.approx(runs["torch"]["losses"][0], rel=1e-3)
+
+
+def _interleaved(ranks, data, tmp_path, *extra):
+    out = tmp_path / f"interleaved-{ranks}.json"
+    text = train(ranks, data, "--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32",
+                 "--device", "cpu", "--global-batch", "8", "--loaders", "resident,torch", "--workers", "0",
+                 "--rounds", "3", "--block", "3", "--lead", "2", "--json", str(out), *extra, script=LOADERS_BENCH)
+    return json.loads(out.read_text()), text
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_the_loaders_bench_runs_every_loader_in_one_process_in_rotated_blocks(data, tmp_path, ranks):
+    run, text = _interleaved(ranks, data, tmp_path)
+    assert run["world"] == ranks
+    order = [(b["round"], b["loader"]) for b in run["blocks"]]
+    assert order == [(0, "resident"), (0, "torch"), (1, "torch"), (1, "resident"), (2, "resident"), (2, "torch")]
+    assert run["mismatched_blocks"] == 0
+    assert all(b["step_ms"] > 0 and 0 < b["host_waited"] < 1 for b in run["blocks"]), run["blocks"]
+    assert "paired vs resident" in text and "0 block(s) of 6 began with another batch" in text, text
+
+
+def test_the_loaders_bench_fails_a_loader_whose_batches_are_not_the_resident_ones(data, monkeypatch, capsys):
+    # A loader one batch ahead of the order: every block's first batch is another than the resident one.
+    sys.path.insert(0, str(LOADERS_BENCH.parent))
+    import gpt_loaders_bench
+
+    class OneAhead(gpt_loaders_bench.TorchBatches):
+        def __iter__(self):
+            batches = super().__iter__()
+            next(batches)
+            yield from batches
+
+    monkeypatch.setattr(gpt_loaders_bench, "TorchBatches", OneAhead)
+    for key in TORCHRUN_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(SystemExit, match="2 block"):
+        gpt_loaders_bench.main([data, "--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32",
+                                "--device", "cpu", "--global-batch", "4", "--loaders", "resident,torch",
+                                "--workers", "0", "--rounds", "2", "--block", "1", "--lead", "1"])
+    assert "2 block(s) of 4 began with another batch" in capsys.readouterr().out
+
+
+@gpu
+def test_the_loaders_bench_finds_sluices_batches_the_resident_ones_on_the_gpu(data, tmp_path):
+    out = tmp_path / "interleaved.json"
+    train(1, data, *TINY[:10], "--global-batch", "8", "--loaders", "resident,sluice,torch", "--workers", "2",
+          "--rounds", "2", "--block", "3", "--lead", "2", "--json", str(out), script=LOADERS_BENCH)
+    run = json.loads(out.read_text())
+    assert run["mismatched_blocks"] == 0
+    assert sorted({b["loader"] for b in run["blocks"]}) == ["resident", "sluice", "torch"]
