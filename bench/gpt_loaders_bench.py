@@ -30,8 +30,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 from batches import ResidentBatches, SluiceBatches, TorchBatches  # noqa: E402
-from gpt import GPT  # noqa: E402
-from train_gpt import Job  # noqa: E402
+from train_gpt import Job, make_model  # noqa: E402
 
 
 def parse_args(argv):
@@ -87,12 +86,8 @@ def rotated(names, k):
 def main(argv=None):
     a = parse_args(argv)
     job = Job(a.device, a.dist_timeout)
-    if a.global_batch % job.world:
-        raise SystemExit(f"a global batch of {a.global_batch} rows does not divide over {job.world} ranks")
-    batch = a.global_batch // job.world
-    torch.manual_seed(a.seed)
-    model = GPT(a.vocab, a.seq, a.layers, a.heads, a.width).to(job.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    batch = job.rows(a.global_batch)
+    model, optimizer = make_model(a, job)  # the example's model, from the same arguments
     trained = torch.nn.parallel.DistributedDataParallel(model) if job.world > 1 else model
     per_loader = a.rounds * (a.lead + a.block)
     loaders = make_loaders(a, job, batch, per_loader)

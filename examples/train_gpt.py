@@ -85,6 +85,12 @@ class Job:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo",
                                     timeout=datetime.timedelta(seconds=timeout_s))
 
+    def rows(self, global_batch):
+        """This rank's rows of each global batch, which the ranks split evenly."""
+        if global_batch % self.world:
+            raise SystemExit(f"a global batch of {global_batch} rows does not divide over {self.world} ranks")
+        return global_batch // self.world
+
     def mean(self, tensor):
         if self.world > 1:
             dist.all_reduce(tensor)
@@ -149,6 +155,13 @@ def pin_launcher():
     return own
 
 
+def make_model(a, job):
+    """The GPT of the arguments on the job's device, the same on every rank (one seed), and its optimizer."""
+    torch.manual_seed(a.seed)
+    model = GPT(a.vocab, a.seq, a.layers, a.heads, a.width).to(job.device)
+    return model, torch.optim.AdamW(model.parameters(), lr=a.lr)
+
+
 def make_batches(a, job, batch, state, steps):
     kind = {"sluice": SluiceBatches, "torch": TorchBatches, "resident": ResidentBatches}[a.loader]
     extra = {"torch": {"workers": 4 if a.workers is None else a.workers}, "sluice": {"threads": a.workers or 0},
@@ -174,12 +187,8 @@ def main(argv=None):
     if not a.data:
         raise SystemExit("--data is needed (or --write-shards DIR to make a dataset)")
     job = Job(a.device, a.dist_timeout)
-    if a.global_batch % job.world:
-        raise SystemExit(f"a global batch of {a.global_batch} rows does not divide over {job.world} ranks")
-    batch = a.global_batch // job.world
-    torch.manual_seed(a.seed)
-    model = GPT(a.vocab, a.seq, a.layers, a.heads, a.width).to(job.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    batch = job.rows(a.global_batch)
+    model, optimizer = make_model(a, job)
     step, data_state = 0, None
     if a.resume and a.checkpoint and os.path.exists(a.checkpoint):
         saved = torch.load(a.checkpoint, map_location=job.device)

@@ -151,20 +151,8 @@ def test_an_exception_in_the_backward_leaves_the_blocks_usable():
     ref = copy.deepcopy(blocks)
     streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
 
-    class Boom(Exception):
-        pass
-
-    def fail(grad):
-        raise Boom()
-
     x, y = _xs(2)
-    out = x
-    for k, b in enumerate(blocks):
-        out = b(out)
-        if k == 3:
-            out.register_hook(fail)  # in the middle of the backward, blocks 5 and 4 done
-    with pytest.raises(Boom):
-        (out ** 2).mean().backward()
+    _backward_that_raises(blocks, x)
     for p in blocks.parameters():
         p.grad = None  # what autograd had put there before the exception, dropped
     for b in (blocks, ref):
@@ -198,6 +186,31 @@ def test_an_exception_in_a_recorded_forward_leaves_the_blocks_usable():
 
 
 
+class _Boom(Exception):
+    pass
+
+
+def _backward_that_raises(blocks, x):
+    """A backward of blocks(x) that raises in its middle (blocks 5 and 4 done): its gradients dropped."""
+    def fail(grad):
+        raise _Boom()
+
+    out = x
+    for k, b in enumerate(blocks):
+        out = b(out)
+        if k == 3:
+            out.register_hook(fail)
+    with pytest.raises(_Boom):
+        (out ** 2).mean().backward()
+
+
+def _kept_on_the_device(torch):
+    """Blocks streamed with grads="device" on the host executor, and a resident copy of them."""
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    return blocks, ref, sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+
+
 def _kept_equal(streamed, blocks, ref):
     """device_grads() lists blocks' parameters that ref has gradients for, in order, and equals them bitwise."""
     kept = streamed.device_grads()
@@ -208,9 +221,7 @@ def _kept_equal(streamed, blocks, ref):
 
 def test_gradients_kept_on_the_device_leave_grad_alone_until_grads_to_host():
     torch = torch_or_skip()
-    blocks = _blocks(torch)
-    ref = copy.deepcopy(blocks)
-    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    blocks, ref, streamed = _kept_on_the_device(torch)
     x = _xs(1)[0]
     for b in (blocks, ref):
         _loss(b, x).backward()
@@ -227,9 +238,7 @@ def test_gradients_kept_on_the_device_leave_grad_alone_until_grads_to_host():
 
 def test_gradients_kept_on_the_device_accumulate_over_backwards_and_add_to_grad():
     torch = torch_or_skip()
-    blocks = _blocks(torch)
-    ref = copy.deepcopy(blocks)
-    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    blocks, ref, streamed = _kept_on_the_device(torch)
     x, y, z = _xs(3)
     for b in (blocks, ref):
         _loss(b, x).backward()
@@ -249,27 +258,12 @@ def test_gradients_kept_on_the_device_accumulate_over_backwards_and_add_to_grad(
 
 def test_a_backward_that_raises_leaves_the_kept_gradients_as_they_were():
     torch = torch_or_skip()
-    blocks = _blocks(torch)
-    ref = copy.deepcopy(blocks)
-    streamed = sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
-
-    class Boom(Exception):
-        pass
-
-    def fail(grad):
-        raise Boom()
-
+    blocks, ref, streamed = _kept_on_the_device(torch)
     x, y, z = _xs(3)
     for b in (blocks, ref):
         _loss(b, x).backward()
     before = [(p, g.clone()) for p, g in streamed.device_grads()]
-    out = y
-    for k, b in enumerate(blocks):
-        out = b(out)
-        if k == 3:
-            out.register_hook(fail)  # in the middle of the backward, blocks 5 and 4 done
-    with pytest.raises(Boom):
-        (out ** 2).mean().backward()
+    _backward_that_raises(blocks, y)
     after = streamed.device_grads()
     assert [p for p, _ in after] == [p for p, _ in before]
     assert all(torch.equal(g, h) for (_, g), (_, h) in zip(after, before))
