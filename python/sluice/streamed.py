@@ -69,13 +69,16 @@ class StreamedLayers:
     out once a step, not once a backward, and they can be reduced across ranks on the device first.
     device_grads() lists them, (host parameter, device gradient), to change in place (all_reduce,
     scaling); grads_to_host() copies them into the host parameters' .grad (set, or added to) and
-    frees them. With `grads="host"` (the default) grads_to_host() does nothing.
+    frees them. With `grads="host"` (the default) grads_to_host() does nothing. Only parameters
+    that got a gradient are listed: ranks that reduce them must each use the same parameters. Each
+    backward's gradients are copied once on the device before they are kept (autograd's tensor may
+    be held elsewhere too, as the gradient given to backward() is).
 
         streamed = sluice.StreamedLayers(layers, budget_bytes=4 << 30, device="cuda", grads="device")
         for ids, labels in micro_batches:                    # the gradients add up on the GPU
             model(ids, labels=labels).loss.backward()
         for p, g in streamed.device_grads():
-            dist.all_reduce(g)                               # on the device, before they go to the host
+            dist.all_reduce(g); g /= dist.get_world_size()   # the mean, on the device, as DDP takes it
         streamed.grads_to_host(); opt.step(); opt.zero_grad(set_to_none=True)
 
     The device memory this adds, beyond the slots (`budget_bytes` covers the slots alone): every
@@ -323,7 +326,7 @@ class StreamedLayers:
         for h in self._hooks:
             h.remove()
         if self._training is not None:
-            self._training.current = None
+            self._training.drop()  # a backward that raised leaves its gradients staged: they go too
         for block, params, host, origin in zip(self._blocks, self._params, self._host, self._origin):
             del block._apply
             for p, h, where in zip(params, host, origin):

@@ -63,7 +63,6 @@ class Training:
         self.pushed = None  # the saved-tensor hooks pushed by the block running now
         self.current = None  # (k, memory) of the block the backward reads now
         self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
-        self.owned = set()  # grads="device": the memory of the gradients staged by this backward (data_ptr)
         self.sending = []  # the device gradients of the block whose copies are being queued
         self.copying = []  # (event, gradients) of the blocks before, their copies queued before the event
         self.open = False  # a backward runs, its end queued to gather the gradients
@@ -108,7 +107,6 @@ class Training:
         if self.d2h is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.d2h)
         self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
-        self.owned = set()
 
     def begin(self):
         if not self.open:
@@ -140,8 +138,15 @@ class Training:
         self.begin()
         if self.owner._grads == "device":  # kept on the device, added to the kept ones at the backward's end
             if self.d2h is not None:  # the stream that made it, where end() adds it (the forward's)
-                self.owner._kept_stream = torch.cuda.current_stream(self.device)
-            self.staged.append((self.owner._params[k][i], self.own(grad)))
+                stream = torch.cuda.current_stream(self.device)
+                kept = self.owner._kept_stream
+                if kept is not None and kept != stream:
+                    stream.wait_stream(kept)  # a backward on another stream than the last: the kept ones are written there
+                self.owner._kept_stream = stream
+            # A copy of its own, to keep and add to in place: autograd's tensor may be held elsewhere too
+            # (the gradient given to backward(), a hook's, another parameter's), which later adds
+            # and the caller's in-place work (all_reduce, scaling) must leave alone.
+            self.staged.append((self.owner._params[k][i], grad.clone(memory_format=torch.contiguous_format)))
             return
         if self.d2h is None:  # the host executor: the gradient is already on the host
             host = grad.clone(memory_format=torch.contiguous_format)
@@ -152,20 +157,6 @@ class Training:
                 host.copy_(grad, non_blocking=True)
             self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
         self.staged.append((self.owner._params[k][i], host))
-
-    def own(self, grad):
-        """The gradient as a tensor of its own, to keep and add to in place: autograd's, where it is
-        one (dense, the whole of its memory, not one this backward gave already, as it may give one
-        tensor to two parameters), else a copy."""
-        storage = grad.untyped_storage() if hasattr(grad, "untyped_storage") else grad.storage()
-        if (grad.is_contiguous() and grad.storage_offset() == 0
-                and storage.nbytes() == grad.numel() * grad.element_size()
-                and grad.data_ptr() not in self.owned):
-            own = grad
-        else:
-            own = grad.clone(memory_format=torch.contiguous_format)
-        self.owned.add(own.data_ptr())
-        return own
 
     def release(self):
         """At a block's first use in the backward, the gradients sent since the last are one block's.
@@ -189,7 +180,6 @@ class Training:
         device, they go to the kept gradients the same way, only now: a backward that raised before
         its end left them as they were."""
         staged, self.staged, self.open, self.current = self.staged, [], False, None
-        self.owned = set()
         if self.owner._grads == "device":
             # end() may run on an autograd thread whose current stream is not the one that made them.
             kept, stream = self.owner._kept, self.owner._kept_stream

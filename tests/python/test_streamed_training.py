@@ -297,6 +297,34 @@ def test_one_gradient_tensor_given_to_two_parameters_is_kept_twice():
     assert _kept_equal(streamed, blocks, ref)
     streamed.remove()
 
+
+def test_the_gradient_given_to_backward_is_left_as_it_was():
+    # x + b hands b the output's gradient itself: kept as it is, the next backward would add to the
+    # caller's tensor.
+    torch = torch_or_skip()
+
+    class Shift(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = torch.nn.Parameter(torch.randn(4, 32))
+
+        def forward(self, x):
+            return x + self.b
+
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList([Shift() for _ in range(2)])
+    streamed = sluice.StreamedLayers(blocks, ahead=1, grads="device", _host_executor=HOST)
+    given = [torch.full((4, 32), float(k + 1)) for k in range(2)]
+    for g in given:
+        out = _xs(1)[0]
+        for b in blocks:
+            out = b(out)
+        out.backward(g)
+    assert all(torch.equal(g, torch.full((4, 32), float(k + 1))) for k, g in enumerate(given))
+    assert all(torch.equal(kept, torch.full((4, 32), 3.0)) for _, kept in streamed.device_grads())
+    streamed.remove()
+
+
 def test_a_bad_grads_value_is_refused_before_the_weights_move():
     torch = torch_or_skip()
     blocks = _blocks(torch)
@@ -391,6 +419,29 @@ def test_on_the_gpu_gradients_kept_on_the_device_equal_the_model_resident_bitwis
     for p, q in zip(blocks.parameters(), ref.parameters()):
         assert not p.grad.is_cuda and torch.equal(p.grad, q.grad.cpu())
     streamed.remove()
+
+
+@gpu
+def test_on_the_gpu_kept_gradients_made_on_a_side_stream_are_ready_on_the_callers():
+    # The forward and backward on a stream of their own, held back by a long kernel: device_grads()
+    # and grads_to_host() on the default stream must wait for them there.
+    torch = torch_or_skip()
+    blocks = _gpu_blocks(torch, count=4, width=512)
+    ref = copy.deepcopy(blocks).cuda()
+    streamed = sluice.StreamedLayers(blocks, ahead=1, grads="device")
+    x = torch.randn(8, 512, device="cuda", dtype=torch.bfloat16)
+    _loss(ref, x).backward()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of the GPU's clock: the backward's kernels come after it
+        _loss(blocks, x).backward()
+    kept = streamed.device_grads()
+    assert all(torch.equal(g, q.grad) for (_, g), q in zip(kept, ref.parameters()))
+    streamed.grads_to_host()
+    assert all(torch.equal(p.grad, q.grad.cpu()) for p, q in zip(blocks.parameters(), ref.parameters()))
+    streamed.remove()
+
 
 @gpu
 def test_on_the_gpu_the_backward_holds_the_rings_slots_and_the_gradients_of_a_block_or_two():
