@@ -2,8 +2,8 @@
 """The GPT example's training step with each loader in turn, in one process: what a loader costs the
 step, told apart from how fast the process happens to be.
 
-Runs of the example, one process a loader, fell into two groups 13-18 % apart whichever loader ran
-(resident batches too), so three runs a loader could not resolve 1 %. Here every loader lives in one
+Runs of the example, one process a run, spread by 13-26 % whichever loader ran (resident batches by
+14 % at one rank, 18 % at two), so three runs a loader could not resolve 1 %. Here every loader lives in one
 job: rounds of blocks of steps, each block one loader's and each round in a rotated order, one model
 trained throughout. A block's first `--lead` steps are left out of its time (the loader taking over;
 its first batch is checked there), then `--block` steps are timed between two device syncs. Each
@@ -134,7 +134,11 @@ def main(argv=None):
             seconds = time.perf_counter() - began
             blocks.append({"round": r, "loader": name, "step_ms": 1e3 * seconds / a.block,
                            "host_waited": waited / seconds, "loss": float(loss)})
-    mismatches = int(job.mean(torch.tensor([float(mismatches)], device=job.device)).item() * job.world)
+    # Every rank's mismatched blocks, summed exactly (an integer count, not a mean).
+    counted = torch.tensor([mismatches], dtype=torch.int64, device=job.device)
+    if job.world > 1:
+        torch.distributed.all_reduce(counted)
+    mismatches = int(counted.item())
     result = {"world": job.world, "global_batch": a.global_batch, "seq": a.seq, "rounds": a.rounds,
               "block": a.block, "lead": a.lead, "loaders": a.loaders, "device": str(job.device),
               "mismatched_blocks": mismatches, "blocks": blocks}
@@ -144,7 +148,8 @@ def main(argv=None):
     del loaders, trained
     job.close()
     if mismatches:
-        raise SystemExit(f"{mismatches} block(s) began with a batch other than the resident one of that index")
+        raise SystemExit(f"{mismatches} block(s), over every rank, began with a batch other than the resident one "
+                         f"of that index")
     return 0
 
 
@@ -161,8 +166,8 @@ def report(job, result):
         waited = statistics.median(b["host_waited"] for b in mine)
         job.say(f"{name:<10} {' '.join(f'{m:8.3f}' for m in ms):<{9 * result['rounds']}} {statistics.median(ms):8.3f} "
                 f"{min(ms):7.3f}-{max(ms):7.3f} {paired:>18} {100 * waited:12.2f} %")
-    job.say(f"batches checked: {result['mismatched_blocks']} block(s) of {len(result['blocks'])} began with another "
-            f"batch than the resident one; rank 0's figures")
+    job.say(f"batches checked: {result['mismatched_blocks']} of {len(result['blocks']) * result['world']} blocks "
+            f"(every rank's) began with another batch than the resident one; the times are rank 0's")
 
 
 if __name__ == "__main__":

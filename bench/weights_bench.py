@@ -287,7 +287,8 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
     try:
         resident = copy.deepcopy(master).to(dev)
         step(resident)
-        want = {id(q): p.grad for p, q in zip(resident.parameters(), master.parameters())}
+        # On the host: the timed rows find the device as the resident row leaves it, not holding these.
+        want = {id(q): p.grad.cpu() for p, q in zip(resident.parameters(), master.parameters())}
         resident.zero_grad(set_to_none=True)  # the next backward makes new ones: these stay as they are
         resident_ms, resident_peak = timed(resident)
         resident.zero_grad(set_to_none=True)
@@ -309,17 +310,21 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
         gradients kept on the GPU, then copied to .grad once (grads_to_host())."""
         model = copy.deepcopy(master)
         s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev, grads=grads)
-        place_rest(model)
-        step(model)  # the gradients checked before the step is timed
-        s.grads_to_host()
-        check_grads = [check(torch, p.grad.to(dev), want[id(q)])
-                       for p, q in zip(model.parameters(), master.parameters())]
-        worst = next((c for c in check_grads if c != "bitwise"), "bitwise")
-        model.zero_grad(set_to_none=True)
-        pool_before = sluice._sluice._ring_pool_memory(dev.index)["used"]
-        sluice._sluice._ring_pool_memory(dev.index, reset=True)
-        ms, peak = timed(model, s.grads_to_host)
-        ring = sluice._sluice._ring_pool_memory(dev.index)["used_high"] - pool_before
+        try:
+            place_rest(model)
+            step(model)  # the gradients checked before the step is timed
+            s.grads_to_host()
+            check_grads = [check(torch, p.grad.cpu(), want[id(q)])
+                           for p, q in zip(model.parameters(), master.parameters())]
+            worst = next((c for c in check_grads if c != "bitwise"), "bitwise")
+            model.zero_grad(set_to_none=True)
+            pool_before = sluice._sluice._ring_pool_memory(dev.index)["used"]
+            sluice._sluice._ring_pool_memory(dev.index, reset=True)
+            ms, peak = timed(model, s.grads_to_host)
+            ring = sluice._sluice._ring_pool_memory(dev.index)["used_high"] - pool_before
+        except BaseException:
+            s.remove()  # its ring's slots go before the next row's
+            raise
         rest = param_bytes([model]) - streamed_bytes  # resident rest (B: embeddings, head) and its gradients
         kept = ", gradients kept on the GPU" if grads == "device" else ", fwd+bwd"
         rows.append({"workload": workload, "method": f"sluice.StreamedLayers (ahead {s.ahead}){kept}",
@@ -330,16 +335,18 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
 
     try:
         model, s = streamed("host")
-        host = [p for b in blocks_of(model) for p in b.parameters()]
-        opt = torch.optim.SGD(host, lr=1e-6)
-        step(model)
-        t0 = time.perf_counter()
-        opt.step()
-        opt_ms = (time.perf_counter() - t0) * 1e3
-        rows.append({"workload": workload, "method": "torch.optim.SGD step over the host params",
-                     "ms": opt_ms, "bound_ms": None, "device_bytes": None, "check": "on the CPU, once"})
-        s.remove()
-        del model, s, opt
+        try:
+            host = [p for b in blocks_of(model) for p in b.parameters()]
+            opt = torch.optim.SGD(host, lr=1e-6)
+            step(model)
+            t0 = time.perf_counter()
+            opt.step()
+            opt_ms = (time.perf_counter() - t0) * 1e3
+            rows.append({"workload": workload, "method": "torch.optim.SGD step over the host params",
+                         "ms": opt_ms, "bound_ms": None, "device_bytes": None, "check": "on the CPU, once"})
+        finally:
+            s.remove()  # the ring's slots go before the next row's, whatever happened
+        del model, s
         torch.cuda.empty_cache()
     except Exception as e:  # noqa: BLE001
         rows.append({"workload": workload, "method": "sluice.StreamedLayers, fwd+bwd", "ms": None,
