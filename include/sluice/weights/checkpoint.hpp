@@ -36,8 +36,8 @@ struct CheckpointTensor {
 struct CheckpointOptions {
   std::optional<int> device = std::nullopt;         // none: the calling thread's current device
   // Bytes a lane reads at once; a multiple of 4096. 4 MiB: in three runs on H100 hosts a 2.49 GB
-  // file loaded from the page cache in 54-56 ms with 4 MiB chunks against 57-59 with 2 MiB, and
-  // 71 with 8 or 16 MiB (docs/measurements.md, sluice.load_file).
+  // file loaded from the page cache in 54-56 ms with 4 MiB chunks against 57-59 with 2 MiB, and in
+  // the one run that tried them, 71 with 8 or 16 MiB (docs/measurements.md, sluice.load_file).
   std::size_t chunk_bytes = std::size_t{4} << 20;
   unsigned threads = 0;                             // lanes; 0: 12, or all cores but two where fewer
   // O_DIRECT skips the page cache: faster for a file that is not cached and
