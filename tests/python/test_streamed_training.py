@@ -273,7 +273,6 @@ def test_a_backward_that_raises_leaves_the_kept_gradients_as_they_were():
     streamed.remove()
 
 
-
 def test_one_gradient_tensor_given_to_two_parameters_is_kept_twice():
     # The backward of w1 + w2 hands both the same tensor: kept as one, adding to one would add to both.
     torch = torch_or_skip()
