@@ -11,6 +11,9 @@ The storage's rate is sluice's reads alone, each lane into a page-locked chunk o
 chunks, lanes and O_DIRECT or not), the best of several chunk sizes; past the page cache also one
 thread reading front to back, each measured before the loads past the page cache and again after
 them (a disk's rate drifts). The link is sluice's pinned H2D probe.
+Before the loads, the reader alone (sluice's lanes, without the tensors or torch's allocator) reads
+the file into one device buffer for every chunk size, staging slots a lane and lane count of
+--reader-sweep, each read verified: how far other shapes of the same engine go.
 Printed beside it, not in the bound: the same reads with each chunk into its own place of a span as
 large as the file, each written once (the destination goes to memory, as the bytes a load reads
 must before its copies read them). Every load is verified bitwise
@@ -74,6 +77,9 @@ def main():
     p.add_argument("--repeats", type=int, default=5, help="timed loads from the page cache, each method")
     p.add_argument("--cold-repeats", type=int, default=2, help="timed loads past the page cache, each method")
     p.add_argument("--chunks-mib", default="1,2,4,8", help="sluice's chunk sizes swept from the page cache")
+    p.add_argument("--reader-sweep", default="2,4:2,3,4:8,12,14", metavar="CHUNKS:STAGING:LANES",
+                   help="the reader alone into one device buffer from the page cache, every combination of chunk "
+                        "MiB, staging slots a lane and lanes (\"\": none)")
     a = p.parse_args()
     torch = torch_or_skip(a.out)
     if torch is None:
@@ -226,6 +232,43 @@ def main():
               f"{s['last_lane_done_ms']:.1f} ms", flush=True)
         return s
 
+    def reader_sweep(spec):
+        """The reader alone, without the tensors or torch's allocator: the file's data into one device
+        buffer (poisoned before each read, every tensor's bytes compared after it), median of 3 after a
+        warm-up, for every chunk size, staging slots a lane and lane count: where the load's reads
+        could go with other shapes of the same engine."""
+        chunks, stagings, lanes = ([int(x) for x in part.split(",")] for part in spec.split(":"))
+        buffer = torch.empty(data_bytes, dtype=torch.uint8, device=dev)
+        ranges = [(header["data_begin"], data_bytes, buffer.data_ptr())]
+        found = []
+        for chunk in chunks:
+            for staging in stagings:
+                for lane_count in lanes:
+                    warm_cache(path)
+                    samples = []
+                    for i in range(4):
+                        buffer.fill_(0xA5)
+                        torch.cuda.synchronize()
+                        t = time.perf_counter()
+                        sluice._sluice._read_file_ranges(path, ranges, dev.index, chunk_bytes=chunk << 20,
+                                                         staging=staging, threads=lane_count, direct=False)
+                        torch.cuda.synchronize()
+                        if i:
+                            samples.append(time.perf_counter() - t)
+                        for name, _, _, begin, end in header["tensors"]:
+                            at = begin - header["data_begin"]
+                            want = reference[name].view(torch.uint8).flatten()
+                            assert torch.equal(buffer[at:at + end - begin], want), f"{name} differs"
+                    gbps = data_bytes / median(samples) / GB
+                    found.append({"chunk_mib": chunk, "staging": staging, "lanes": lane_count, "gbps": gbps})
+                    print(f"  reader alone: chunk {chunk} MiB, {staging} staging slots a lane, {lane_count} lanes: "
+                          f"{gbps:5.1f} GB/s ({gbps / link_gbps:.2f} of the link), verified", flush=True)
+        del buffer
+        torch.cuda.empty_cache()
+        return found
+
+    readers = reader_sweep(a.reader_sweep) if a.reader_sweep else []
+
     rows = []
 
     def row(name, samples, read_gbps, where, joint_gbps=None):
@@ -296,7 +339,7 @@ def main():
                "cached_read_into_place_gbps": placed_read,
                "joint_read_gbps": joint_read, "joint_link_gbps": joint_link, "direct_read_gbps": direct_read, "buffered_cold_read_gbps": buffered_cold,
                "sequential_cold_read_gbps": sequential_cold, "storage_rates_before_after": [before, after],
-               "chunk_sweep_ms": sweep,
+               "chunk_sweep_ms": sweep, "reader_sweep": readers,
                "lanes_of_one_load": lanes, "rows": rows, "device": torch.cuda.get_device_name(0)}
     if st_cached:
         summary["x_vs_safetensors_page_cache"] = st_cached["ms"] / by[("page cache", "sluice.load_file (direct='auto': cached)")]["ms"]
@@ -317,6 +360,11 @@ def main():
               f"{r['efficiency']:5.2f} {jb}  bitwise")
     if st_cached:
         print(f"sluice vs safetensors' loader from the page cache: {summary['x_vs_safetensors_page_cache']:.1f}x")
+    if readers:
+        best = max(readers, key=lambda r: r["gbps"])
+        print(f"the reader alone into one device buffer, best of {len(readers)} shapes: {best['gbps']:.1f} GB/s "
+              f"({best['gbps'] / link_gbps:.2f} of the link) with {best['chunk_mib']} MiB chunks, {best['staging']} "
+              f"staging slots a lane, {best['lanes']} lanes")
     return 0
 
 
