@@ -20,8 +20,9 @@ loss mean(output^2), the model resident (weights and gradients on the GPU) and w
 streamed (the gradients to page-locked host .grad), each step's gradients set to none after it;
 the streamed row's gradients checked against the resident's (bitwise, or the largest
 difference) before it is timed. A second streamed row keeps the gradients on the GPU
-(grads="device") and copies them to .grad once after each step's backward (grads_to_host()):
-its device MB holds them. Its bound is max(2 x streamed bytes / H2D, gradient bytes /
+(grads="device") and copies them to .grad once (grads_to_host()) after each backward, and
+after every four (accumulation over micro-batches; its ms is a backward's): its device MB
+holds them. Its bound is max(2 x streamed bytes / H2D, gradient bytes /
 D2H, resident step): each copy engine and the compute alone, the D2H rate measured as the H2D
 one (torch's 256 MiB copies). The
 optimizer step is a row of its own: torch.optim.SGD over the streamed blocks' host parameters,
@@ -277,12 +278,15 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
         loss.backward()
         return loss
 
-    def timed(model, after=lambda: None):
+    def timed(model, after=lambda: None, backwards=1):
+        """ms a backward (`backwards` of them, then after()), and the peak."""
         def once():
-            step(model)
+            for _ in range(backwards):
+                step(model)
             after()
             model.zero_grad(set_to_none=True)
-        return timed_with_peak(torch, once, repeats)
+        ms, peak = timed_with_peak(torch, once, repeats)
+        return ms / backwards, peak
 
     try:
         resident = copy.deepcopy(master).to(dev)
@@ -305,9 +309,10 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
           f"(2 x {streamed_bytes / MB:.0f} MB H2D beside {streamed_bytes / MB:.0f} MB D2H)", flush=True)
     rows.append({"workload": workload, "method": "resident", "ms": resident_ms, "bound_ms": bound_ms,
                  "device_bytes": resident_bytes, "check": "reference"})
-    def streamed(grads):
+    def streamed(grads, backwards=1):
         """The streamed step's row, its gradients checked first; grads="device": each step's
-        gradients kept on the GPU, then copied to .grad once (grads_to_host())."""
+        gradients kept on the GPU, then copied to .grad once (grads_to_host()), after `backwards`
+        backwards (micro-batches), the row's ms being a backward's."""
         model = copy.deepcopy(master)
         s = sluice.StreamedLayers(blocks_of(model), budget_bytes=budget, device=dev, grads=grads)
         try:
@@ -320,13 +325,13 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
             model.zero_grad(set_to_none=True)
             pool_before = sluice._sluice._ring_pool_memory(dev.index)["used"]
             sluice._sluice._ring_pool_memory(dev.index, reset=True)
-            ms, peak = timed(model, s.grads_to_host)
+            ms, peak = timed(model, s.grads_to_host, backwards)
             ring = sluice._sluice._ring_pool_memory(dev.index)["used_high"] - pool_before
         except BaseException:
             s.remove()  # its ring's slots go before the next row's
             raise
         rest = param_bytes([model]) - streamed_bytes  # resident rest (B: embeddings, head) and its gradients
-        kept = ", gradients kept on the GPU" if grads == "device" else ", fwd+bwd"
+        kept = ", fwd+bwd" if grads == "host" else f", gradients kept on the GPU, out after {backwards} backward(s)"
         rows.append({"workload": workload, "method": f"sluice.StreamedLayers (ahead {s.ahead}){kept}",
                      "ms": ms, "bound_ms": bound_ms, "device_bytes": ring + peak + rest,
                      "check": f"grads {worst}"})
@@ -351,14 +356,15 @@ def train_rows(torch, sluice, dev, workload, links, repeats, master, place_rest,
     except Exception as e:  # noqa: BLE001
         rows.append({"workload": workload, "method": "sluice.StreamedLayers, fwd+bwd", "ms": None,
                      "error": f"{type(e).__name__}: {e}"[:160]})
-    try:
-        model, s = streamed("device")
-        s.remove()
-        del model, s
-        torch.cuda.empty_cache()
-    except Exception as e:  # noqa: BLE001
-        rows.append({"workload": workload, "method": "sluice.StreamedLayers, gradients kept on the GPU", "ms": None,
-                     "error": f"{type(e).__name__}: {e}"[:160]})
+    for backwards in (1, 4):  # one copy out a backward, and one for four (accumulation over micro-batches)
+        try:
+            model, s = streamed("device", backwards)
+            s.remove()
+            del model, s
+            torch.cuda.empty_cache()
+        except Exception as e:  # noqa: BLE001
+            rows.append({"workload": workload, "method": f"sluice.StreamedLayers, gradients kept on the GPU, "
+                         f"out after {backwards} backward(s)", "ms": None, "error": f"{type(e).__name__}: {e}"[:160]})
     return rows
 
 
