@@ -17,7 +17,6 @@ index, on every rank, and a mismatch fails the run.
     torchrun --nproc_per_node=2 bench/gpt_loaders_bench.py --data 'data/train_*.bin' --vocab 4096 --json out.json
 """
 import argparse
-import contextlib
 import json
 import pathlib
 import statistics
@@ -30,7 +29,7 @@ EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 from batches import ResidentBatches, SluiceBatches, TorchBatches  # noqa: E402
-from train_gpt import Job, make_model  # noqa: E402
+from train_gpt import Job, make_model, make_step  # noqa: E402
 
 
 def parse_args(argv):
@@ -93,22 +92,13 @@ def main(argv=None):
     loaders = make_loaders(a, job, batch, per_loader)
     reference = loaders["resident"][0].batches  # (state, x, y) of every index, on the device
     cuda = job.device.type == "cuda"
-    bf16 = cuda and torch.cuda.is_bf16_supported()
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    step = make_step(job, trained, optimizer)  # the example's step
     job.say(f"gpt_loaders_bench: {', '.join(a.loaders)} in one process, {job.world} rank(s) of {batch} x {a.seq}, "
             f"{a.rounds} rounds of blocks of {a.lead} + {a.block} steps, {job.device.type}")
 
     def sync():
         if cuda:
             torch.cuda.synchronize()
-
-    def step(x, y):
-        with autocast():
-            loss = trained(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        return loss
 
     served = {name: 0 for name in a.loaders}  # batches each loader has served: the index of its next
     blocks, mismatches = [], 0

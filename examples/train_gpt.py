@@ -162,6 +162,21 @@ def make_model(a, job):
     return model, torch.optim.AdamW(model.parameters(), lr=a.lr)
 
 
+def make_step(job, trained, optimizer):
+    """One training step on a batch, in bf16 autocast where the GPU has it; the step returns the loss."""
+    bf16 = job.device.type == "cuda" and torch.cuda.is_bf16_supported()
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+
+    def step(x, y):
+        with autocast():
+            loss = trained(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step
+
+
 def make_batches(a, job, batch, state, steps):
     kind = {"sluice": SluiceBatches, "torch": TorchBatches, "resident": ResidentBatches}[a.loader]
     extra = {"torch": {"workers": 4 if a.workers is None else a.workers}, "sluice": {"threads": a.workers or 0},
@@ -205,8 +220,7 @@ def main(argv=None):
             f"{a.width} wide ({parameters / 1e6:.1f}M parameters), {job.device.type}, steps {step}..{a.steps}")
 
     cuda = job.device.type == "cuda"
-    bf16 = cuda and torch.cuda.is_bf16_supported()
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    train_step = make_step(job, trained, optimizer)
     samples = None
     if a.log_samples:
         pathlib.Path(a.log_samples).mkdir(parents=True, exist_ok=True)
@@ -239,11 +253,7 @@ def main(argv=None):
                 after = torch.cuda.Event(enable_timing=True)
                 after.record()
                 waits.append((before, after))
-        with autocast():
-            loss = trained(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss = train_step(x, y)
         losses[i] = loss.detach()
         step += 1
         if samples:
