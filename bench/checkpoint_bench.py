@@ -77,7 +77,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5, help="timed loads from the page cache, each method")
     p.add_argument("--cold-repeats", type=int, default=2, help="timed loads past the page cache, each method")
     p.add_argument("--chunks-mib", default="1,2,4,8", help="sluice's chunk sizes swept from the page cache")
-    p.add_argument("--reader-sweep", default="2,4:2,3,4:8,12,14", metavar="CHUNKS:STAGING:LANES",
+    p.add_argument("--reader-sweep", default="2,4:2,4:8,12,16", metavar="CHUNKS:STAGING:LANES",
                    help="the reader alone into one device buffer from the page cache, every combination of chunk "
                         "MiB, staging slots a lane and lanes (\"\": none)")
     a = p.parse_args()
@@ -237,7 +237,7 @@ def main():
         buffer (poisoned before each read, every tensor's bytes compared after it), median of 3 after a
         warm-up, for every chunk size, staging slots a lane and lane count: where the load's reads
         could go with other shapes of the same engine."""
-        chunks, stagings, lanes = ([int(x) for x in part.split(",")] for part in spec.split(":"))
+        chunks, stagings, lanes = ([float(x) for x in part.split(",")] for part in spec.split(":"))
         buffer = torch.empty(data_bytes, dtype=torch.uint8, device=dev)
         ranges = [(header["data_begin"], data_bytes, buffer.data_ptr())]
         found = []
@@ -250,8 +250,9 @@ def main():
                         buffer.fill_(0xA5)
                         torch.cuda.synchronize()
                         t = time.perf_counter()
-                        sluice._sluice._read_file_ranges(path, ranges, dev.index, chunk_bytes=chunk << 20,
-                                                         staging=staging, threads=lane_count, direct=False)
+                        sluice._sluice._read_file_ranges(path, ranges, dev.index, chunk_bytes=int(chunk * (1 << 20)),
+                                                         staging=int(staging), threads=int(lane_count),
+                                                         direct=False)
                         torch.cuda.synchronize()
                         if i:
                             samples.append(time.perf_counter() - t)
@@ -260,8 +261,8 @@ def main():
                             want = reference[name].view(torch.uint8).flatten()
                             assert torch.equal(buffer[at:at + end - begin], want), f"{name} differs"
                     gbps = data_bytes / median(samples) / GB
-                    found.append({"chunk_mib": chunk, "staging": staging, "lanes": lane_count, "gbps": gbps})
-                    print(f"  reader alone: chunk {chunk} MiB, {staging} staging slots a lane, {lane_count} lanes: "
+                    found.append({"chunk_mib": chunk, "staging": int(staging), "lanes": int(lane_count), "gbps": gbps})
+                    print(f"  reader alone: chunk {chunk:g} MiB, {staging:g} staging slots a lane, {lane_count:g} lanes: "
                           f"{gbps:5.1f} GB/s ({gbps / link_gbps:.2f} of the link), verified", flush=True)
         del buffer
         torch.cuda.empty_cache()

@@ -19,6 +19,7 @@ index, on every rank, and a mismatch fails the run.
 import argparse
 import json
 import pathlib
+import random
 import statistics
 import sys
 import time
@@ -143,19 +144,31 @@ def main(argv=None):
     return 0
 
 
+def median_interval(values, resamples=2000, seed=0):
+    """A 95 % bootstrap interval of the median of `values` (percentiles of the medians of resamples
+    drawn with replacement, a fixed seed): how far the paired median could move between runs."""
+    draw = random.Random(seed)
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
 def report(job, result):
-    """Each loader's blocks, their median and spread, and the median of its pairs with resident."""
+    """Each loader's blocks: their median and spread, and the median of its pairs with resident, with
+    that median's 95 % interval (every block's time is in the JSON)."""
     by = {name: [b for b in result["blocks"] if b["loader"] == name] for name in result["loaders"]}
     resident = {b["round"]: b["step_ms"] for b in by["resident"]}
-    job.say(f"{'loader':<10} {'blocks, ms a step':<{9 * result['rounds']}} {'median':>8} {'spread':>15} "
-            f"{'paired vs resident':>18} {'host in next()':>14}")
+    job.say(f"{'loader':<10} {'blocks':>6} {'median ms':>9} {'spread ms':>15} {'paired vs resident':>18} "
+            f"{'95 % interval':>18} {'host in next()':>14}")
     for name, mine in by.items():
         ms = [b["step_ms"] for b in mine]
         pairs = [b["step_ms"] / resident[b["round"]] - 1 for b in mine]
-        paired = f"{100 * statistics.median(pairs):+.2f} %" if name != "resident" else "-"
+        paired, interval = "-", "-"
+        if name != "resident":
+            low, high = median_interval(pairs)
+            paired, interval = f"{100 * statistics.median(pairs):+.2f} %", f"{100 * low:+.2f} to {100 * high:+.2f} %"
         waited = statistics.median(b["host_waited"] for b in mine)
-        job.say(f"{name:<10} {' '.join(f'{m:8.3f}' for m in ms):<{9 * result['rounds']}} {statistics.median(ms):8.3f} "
-                f"{min(ms):7.3f}-{max(ms):7.3f} {paired:>18} {100 * waited:12.2f} %")
+        job.say(f"{name:<10} {len(ms):6d} {statistics.median(ms):9.3f} {min(ms):7.3f}-{max(ms):7.3f} {paired:>18} "
+                f"{interval:>18} {100 * waited:12.2f} %")
     job.say(f"batches checked: {result['mismatched_blocks']} of {len(result['blocks']) * result['world']} blocks "
             f"(every rank's) began with another batch than the resident one; the times are rank 0's")
 

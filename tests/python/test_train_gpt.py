@@ -207,8 +207,21 @@ def test_the_loaders_bench_runs_every_loader_in_one_process_in_rotated_blocks(da
     assert order == [(0, "resident"), (0, "torch"), (1, "torch"), (1, "resident"), (2, "resident"), (2, "torch")]
     assert run["mismatched_blocks"] == 0
     assert all(b["step_ms"] > 0 and 0 < b["host_waited"] < 1 for b in run["blocks"]), run["blocks"]
-    assert "paired vs resident" in text, text
+    assert "paired vs resident" in text and "95 % interval" in text, text
     assert f"0 of {6 * ranks} blocks (every rank's) began with another batch" in text, text
+
+
+def test_the_loaders_bench_bounds_the_paired_median_by_an_interval_that_holds_it(monkeypatch):
+    monkeypatch.syspath_prepend(str(LOADERS_BENCH.parent))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import gpt_loaders_bench
+
+    assert gpt_loaders_bench.median_interval([0.02] * 9) == (0.02, 0.02)
+    # Pairs 1-3 % slower, one outlier: the interval holds the median and leaves out 0 and the outlier.
+    pairs = [0.01, 0.015, 0.02, 0.025, 0.03, 0.012, 0.028, 0.018, 0.022, 0.5]
+    low, high = gpt_loaders_bench.median_interval(pairs)
+    assert 0 < low <= 0.021 <= high < 0.5  # the median: 0.021
+    assert gpt_loaders_bench.median_interval(pairs) == (low, high)  # a fixed seed: the same interval
 
 
 def test_the_loaders_bench_fails_a_loader_whose_batches_are_not_the_resident_ones(data, monkeypatch, capsys):
