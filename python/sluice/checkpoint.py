@@ -23,7 +23,7 @@ _TORCH_DTYPES = {
 _DIRECT_BELOW = 0.5
 
 
-def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=4, _host_executor=None, _report=None):
+def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, _host_executor=None, _report=None):
     """The tensors of a safetensors file, on a CUDA device, as {name: tensor} in file order.
 
         state = sluice.load_file("model.safetensors")            # torch's current CUDA device
@@ -31,8 +31,8 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=4, _ho
 
     The same tensors as safetensors.torch.load_file(path, device="cuda") - dtypes, shapes and
     bytes as stored, each tensor in memory of its own, in the order the file holds them - at the
-    link's speed: the file is cut into chunks of `chunk_mib` (4: the fastest of 2-16 MiB measured,
-    as CheckpointOptions in C++), and each of `threads` lanes (0: 12, or
+    link's speed: the file is cut into chunks of `chunk_mib` (None: the reader's own, 4, the fastest
+    of 2-16 MiB measured, as CheckpointOptions in C++), and each of `threads` lanes (0: 12, or
     all cores but two where fewer) takes the next chunk no lane has taken and preads it into one of
     two page-locked slots that are reused while a copy stream of its own carries the one before to
     the tensors; the host copies the file once (the page cache into the slots). With
@@ -53,7 +53,7 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=4, _ho
     torch = torch_or_none()
     if torch is None:
         raise RuntimeError("load_file makes torch tensors and torch is not installed")
-    if chunk_mib < 1:
+    if chunk_mib is not None and chunk_mib < 1:
         raise ValueError("chunk_mib must be at least 1")
     if direct not in ("auto", True, False):
         raise ValueError(f"direct must be True, False or 'auto', not {direct!r}")
@@ -88,9 +88,10 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=4, _ho
         data = header["file_bytes"] - header["data_begin"]
         direct = _sluice._cached_fraction(path, header["data_begin"], data) < _DIRECT_BELOW
     options = _host_executor or {}
+    chunk = {} if chunk_mib is None else {"chunk_bytes": int(chunk_mib) << 20}  # None: the reader's default
     read_from = time.perf_counter()
-    read = _sluice._read_file_ranges(path, ranges, index, chunk_bytes=int(chunk_mib) << 20, threads=threads,
-                                     direct=bool(direct), jitter_us=options.get("jitter_us", 0))
+    read = _sluice._read_file_ranges(path, ranges, index, threads=threads, direct=bool(direct),
+                                     jitter_us=options.get("jitter_us", 0), **chunk)
     if _report is not None:
         _report.update(read, setup_seconds=read_from - started, read_seconds=time.perf_counter() - read_from)
     return tensors

@@ -58,6 +58,21 @@ def test_every_dtype_and_shape_comes_back_as_stored(tmp_path):
     assert [e[0] for e in header["tensors"]] == list(want)
 
 
+def test_without_chunk_mib_the_file_is_read_in_the_readers_4_mib_chunks(tmp_path):
+    torch = torch_or_skip()
+    # 9 MiB of data after a header: chunks are cut from the page the data begins in, so the header's
+    # bytes in that page make it 3 chunks of 4 MiB and 10 of 1.
+    want = {"w": torch.arange(9 << 18, dtype=torch.float32)}
+    _write(tmp_path / "m.safetensors", torch, want)
+    chunks = {}
+    for chunk_mib in (None, 4, 1):
+        report = {}
+        got = sluice.load_file(tmp_path / "m.safetensors", _host_executor=HOST, chunk_mib=chunk_mib, _report=report)
+        _check_same(torch, got, want)
+        chunks[chunk_mib] = report["chunks"]
+    assert chunks == {None: 3, 4: 3, 1: 10}
+
+
 def test_a_header_padded_to_any_length_and_a_file_of_no_tensors(tmp_path):
     torch = torch_or_skip()
     want = _tensors(torch)
