@@ -204,11 +204,12 @@ def _backward_that_raises(blocks, x):
         (out ** 2).mean().backward()
 
 
-def _kept_on_the_device(torch):
-    """Blocks streamed with grads="device" on the host executor, and a resident copy of them."""
-    blocks = _blocks(torch)
+def _kept_on_the_device(torch, blocks=None, ahead=2):
+    """Blocks (_blocks' unless given) streamed with grads="device" on the host executor, and a
+    resident copy of them."""
+    blocks = _blocks(torch) if blocks is None else blocks
     ref = copy.deepcopy(blocks)
-    return blocks, ref, sluice.StreamedLayers(blocks, ahead=2, grads="device", _host_executor=HOST)
+    return blocks, ref, sluice.StreamedLayers(blocks, ahead=ahead, grads="device", _host_executor=HOST)
 
 
 def _kept_equal(streamed, blocks, ref):
@@ -287,9 +288,7 @@ def test_one_gradient_tensor_given_to_two_parameters_is_kept_twice():
             return x * (self.w1 + self.w2)
 
     torch.manual_seed(0)
-    blocks = torch.nn.ModuleList([Sum() for _ in range(3)])
-    ref = copy.deepcopy(blocks)
-    streamed = sluice.StreamedLayers(blocks, ahead=1, grads="device", _host_executor=HOST)
+    blocks, ref, streamed = _kept_on_the_device(torch, torch.nn.ModuleList([Sum() for _ in range(3)]), ahead=1)
     for x in _xs(2):
         for b in (blocks, ref):
             _loss(b, x).backward()
@@ -311,8 +310,7 @@ def test_the_gradient_given_to_backward_is_left_as_it_was():
             return x + self.b
 
     torch.manual_seed(0)
-    blocks = torch.nn.ModuleList([Shift() for _ in range(2)])
-    streamed = sluice.StreamedLayers(blocks, ahead=1, grads="device", _host_executor=HOST)
+    blocks, _, streamed = _kept_on_the_device(torch, torch.nn.ModuleList([Shift() for _ in range(2)]), ahead=1)
     given = [torch.full((4, 32), float(k + 1)) for k in range(2)]
     for g in given:
         out = _xs(1)[0]

@@ -27,8 +27,8 @@ SCRIPT = ROOT / "examples" / "train_gpt.py"
 LOADERS_BENCH = ROOT / "bench" / "gpt_loaders_bench.py"
 TORCHRUN_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                  "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT")
-TINY = ["--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32", "--lr", "3e-3",
-        "--log-every", "0", "--warmup", "0"]
+TINY_MODEL = ["--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32"]  # the loaders bench's too
+TINY = [*TINY_MODEL, "--lr", "3e-3", "--log-every", "0", "--warmup", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -191,11 +191,20 @@ def test_the_loss_falls_with_each_loader_on_the_gpu(data, tmp_path):
     assert runs["resident"]["losses"][0] == pytest.approx(runs["torch"]["losses"][0], rel=1e-3)
 
 
+@pytest.fixture
+def loaders_bench(monkeypatch):
+    """bench/gpt_loaders_bench.py as a module (it imports the example's modules beside it)."""
+    monkeypatch.syspath_prepend(str(LOADERS_BENCH.parent))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import gpt_loaders_bench
+    return gpt_loaders_bench
+
+
 def _interleaved(ranks, data, tmp_path, *extra):
     out = tmp_path / f"interleaved-{ranks}.json"
-    text = train(ranks, data, "--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32",
-                 "--device", "cpu", "--global-batch", "8", "--loaders", "resident,torch", "--workers", "0",
-                 "--rounds", "3", "--block", "3", "--lead", "2", "--json", str(out), *extra, script=LOADERS_BENCH)
+    text = train(ranks, data, *TINY_MODEL, "--device", "cpu", "--global-batch", "8", "--loaders", "resident,torch",
+                 "--workers", "0", "--rounds", "3", "--block", "3", "--lead", "2", "--json", str(out), *extra,
+                 script=LOADERS_BENCH)
     return json.loads(out.read_text()), text
 
 
@@ -211,45 +220,37 @@ def test_the_loaders_bench_runs_every_loader_in_one_process_in_rotated_blocks(da
     assert f"0 of {6 * ranks} blocks (every rank's) began with another batch" in text, text
 
 
-def test_the_loaders_bench_bounds_the_paired_median_by_an_interval_that_holds_it(monkeypatch):
-    monkeypatch.syspath_prepend(str(LOADERS_BENCH.parent))
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    import gpt_loaders_bench
-
-    assert gpt_loaders_bench.median_interval([0.02] * 9) == (0.02, 0.02)
+def test_the_loaders_bench_bounds_the_paired_median_by_an_interval_that_holds_it(loaders_bench):
+    assert loaders_bench.median_interval([0.02] * 9) == (0.02, 0.02)
     # Pairs 1-3 % slower, one outlier: the interval holds the median and leaves out 0 and the outlier.
     pairs = [0.01, 0.015, 0.02, 0.025, 0.03, 0.012, 0.028, 0.018, 0.022, 0.5]
-    low, high = gpt_loaders_bench.median_interval(pairs)
+    low, high = loaders_bench.median_interval(pairs)
     assert 0 < low <= 0.021 <= high < 0.5  # the median: 0.021
-    assert gpt_loaders_bench.median_interval(pairs) == (low, high)  # a fixed seed: the same interval
+    assert loaders_bench.median_interval(pairs) == (low, high)  # a fixed seed: the same interval
 
 
-def test_the_loaders_bench_fails_a_loader_whose_batches_are_not_the_resident_ones(data, monkeypatch, capsys):
+def test_the_loaders_bench_fails_a_loader_whose_batches_are_not_the_resident_ones(data, loaders_bench, monkeypatch,
+                                                                                    capsys):
     # A loader one batch ahead of the order: every block's first batch is another than the resident one.
-    monkeypatch.syspath_prepend(str(LOADERS_BENCH.parent))
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    import gpt_loaders_bench
-
-    class OneAhead(gpt_loaders_bench.TorchBatches):
+    class OneAhead(loaders_bench.TorchBatches):
         def __iter__(self):
             batches = super().__iter__()
             next(batches)
             yield from batches
 
-    monkeypatch.setattr(gpt_loaders_bench, "TorchBatches", OneAhead)
+    monkeypatch.setattr(loaders_bench, "TorchBatches", OneAhead)
     for key in TORCHRUN_KEYS:
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(SystemExit, match="2 block"):
-        gpt_loaders_bench.main([data, "--vocab", "64", "--seq", "32", "--layers", "2", "--heads", "2", "--width", "32",
-                                "--device", "cpu", "--global-batch", "4", "--loaders", "resident,torch",
-                                "--workers", "0", "--rounds", "2", "--block", "1", "--lead", "1"])
+        loaders_bench.main([data, *TINY_MODEL, "--device", "cpu", "--global-batch", "4", "--loaders", "resident,torch",
+                            "--workers", "0", "--rounds", "2", "--block", "1", "--lead", "1"])
     assert "2 of 4 blocks (every rank's) began with another batch" in capsys.readouterr().out
 
 
 @gpu
 def test_the_loaders_bench_finds_sluices_batches_the_resident_ones_on_the_gpu(data, tmp_path):
     out = tmp_path / "interleaved.json"
-    train(1, data, *TINY[:10], "--global-batch", "8", "--loaders", "resident,sluice,torch", "--workers", "2",
+    train(1, data, *TINY_MODEL, "--global-batch", "8", "--loaders", "resident,sluice,torch", "--workers", "2",
           "--rounds", "2", "--block", "3", "--lead", "2", "--json", str(out), script=LOADERS_BENCH)
     run = json.loads(out.read_text())
     assert run["mismatched_blocks"] == 0
