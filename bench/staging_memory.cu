@@ -1,0 +1,245 @@
+// staging_memory FILE [cuda_host|huge|small]: does the kind of page-locked memory a file is read into decide how fast a
+// file in the page cache reaches the GPU?
+//
+// sluice.load_file's lanes pread each chunk into a staging slot from cudaMallocHost and copy it to
+// the GPU from there; the kernel's copy writes the slot through 4 KiB pages. This program runs
+// the same lanes (a thread and a stream each, `staging` slots a lane, the next chunk taken from one
+// counter) over slots of three kinds: cudaMallocHost; anonymous memory the kernel backs with 2 MiB
+// pages (madvise MADV_HUGEPAGE) page-locked with cudaHostRegister; and the same with 4 KiB pages
+// (MADV_NOHUGEPAGE), which tells the page size apart from the allocator. Beside them: the link
+// alone. Every run is compared with the file byte for byte on the GPU. docs/measurements.md has what it found.
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "staging_memory: %s failed: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+enum class Kind { cuda_host, huge_registered, small_registered };
+const char* name(Kind k) {
+  switch (k) {
+    case Kind::cuda_host: return "cudaMallocHost";
+    case Kind::huge_registered: return "2 MiB pages, registered";
+    default: return "4 KiB pages, registered";
+  }
+}
+
+constexpr std::size_t huge = std::size_t{2} << 20;
+
+// Page-locked memory of `bytes` (a multiple of 2 MiB) of the given kind.
+char* staging(Kind kind, std::size_t bytes) {
+  if (kind == Kind::cuda_host) {
+    void* p = nullptr;
+    check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+    return static_cast<char*>(p);
+  }
+  // Mapped with a spare 2 MiB so that the memory used starts on a 2 MiB boundary (a huge page's).
+  void* m = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) { std::perror("mmap"); std::exit(1); }
+  char* p = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(m) + huge - 1) / huge * huge);
+  if (madvise(p, bytes, kind == Kind::huge_registered ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) std::perror("madvise");
+  std::memset(p, 0, bytes);  // faulted in: with MADV_HUGEPAGE, as 2 MiB pages where the kernel has them
+  check(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister");
+  return p;
+}
+
+void release(Kind kind, char* p, std::size_t bytes) {
+  if (kind == Kind::cuda_host) {
+    check(cudaFreeHost(p), "cudaFreeHost");
+    return;
+  }
+  check(cudaHostUnregister(p), "cudaHostUnregister");
+  // The mapping began up to 2 MiB below p; munmap of the used part is enough for a bench that ends soon.
+  munmap(p, bytes);
+}
+
+// kB of anonymous memory in huge pages in this process (/proc/self/smaps_rollup), -1 where unknown.
+long anon_huge_kb() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::atol(line.c_str() + 14);
+  return -1;
+}
+
+double link_alone() {
+  constexpr std::size_t bytes = std::size_t{256} << 20;
+  void* host = nullptr;
+  void* device = nullptr;
+  check(cudaMallocHost(&host, bytes), "cudaMallocHost");
+  check(cudaMalloc(&device, bytes), "cudaMalloc");
+  std::memset(host, 1, bytes);
+  check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const auto t = Clock::now();
+  for (int i = 0; i < 8; ++i) check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const double rate = 8.0 * bytes / seconds_since(t) / 1e9;
+  check(cudaFreeHost(host), "cudaFreeHost");
+  check(cudaFree(device), "cudaFree");
+  return rate;
+}
+
+// The file, read once with plain preads and copied to the GPU: what every run is compared with.
+char* reference_copy(int fd, std::size_t bytes) {
+  char* device = nullptr;
+  check(cudaMalloc(&device, bytes), "cudaMalloc");
+  std::vector<char> piece(std::size_t{64} << 20);
+  for (std::size_t at = 0; at < bytes; at += piece.size()) {
+    const std::size_t n = std::min(piece.size(), bytes - at);
+    if (pread(fd, piece.data(), n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) {
+      std::fprintf(stderr, "staging_memory: cannot read the file\n");
+      std::exit(1);
+    }
+    check(cudaMemcpy(device + at, piece.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  return device;
+}
+
+__global__ void count_differences(const unsigned char* got, const unsigned char* want, std::size_t bytes,
+                                  unsigned long long* differences) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < bytes; i += std::size_t{gridDim.x} * blockDim.x)
+    if (got[i] != want[i]) atomicAdd(differences, 1ull);
+}
+
+bool same_as(const char* device, const char* reference, std::size_t bytes, unsigned long long* differences) {
+  check(cudaMemset(differences, 0, sizeof *differences), "cudaMemset");
+  count_differences<<<1024, 256>>>(reinterpret_cast<const unsigned char*>(device),
+                                   reinterpret_cast<const unsigned char*>(reference), bytes, differences);
+  check(cudaGetLastError(), "count_differences");
+  unsigned long long n = 0;
+  check(cudaMemcpy(&n, differences, sizeof n, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return n == 0;
+}
+
+// The file onto the GPU by `lanes` threads, each with `slots` staging slots of `chunk` bytes and a
+// stream: pread the next chunk into the next slot (after that slot's last copy), copy it. Seconds.
+double read_onto_gpu(int fd, std::size_t bytes, char* device, char* slots_memory, int lanes, int slots,
+                     std::size_t chunk) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto started = Clock::now();
+  std::vector<std::thread> threads;
+  for (int lane = 0; lane < lanes; ++lane) {
+    threads.emplace_back([&, lane] {
+      cudaStream_t s;
+      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+      std::vector<cudaEvent_t> copied(slots);
+      for (auto& e : copied) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      std::vector<bool> used(slots, false);
+      char* mine = slots_memory + static_cast<std::size_t>(lane) * slots * chunk;
+      for (std::size_t k = 0, at; (at = next.fetch_add(chunk)) < bytes; ++k) {
+        const int slot = static_cast<int>(k % slots);
+        if (used[slot]) check(cudaEventSynchronize(copied[slot]), "cudaEventSynchronize");
+        const std::size_t n = std::min(chunk, bytes - at);
+        char* into = mine + slot * chunk;
+        for (std::size_t done = 0; done < n;) {
+          const ssize_t got = pread(fd, into + done, n - done, static_cast<off_t>(at + done));
+          if (got <= 0) { failed = true; break; }
+          done += static_cast<std::size_t>(got);
+        }
+        check(cudaMemcpyAsync(device + at, into, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+        check(cudaEventRecord(copied[slot], s), "cudaEventRecord");
+        used[slot] = true;
+      }
+      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+      for (auto& e : copied) check(cudaEventDestroy(e), "cudaEventDestroy");
+      check(cudaStreamDestroy(s), "cudaStreamDestroy");
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failed) {
+    std::fprintf(stderr, "staging_memory: a read failed\n");
+    std::exit(1);
+  }
+  return seconds_since(started);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string only = argc == 3 ? argv[2] : "";
+  if ((argc != 2 && argc != 3) || (argc == 3 && only != "cuda_host" && only != "huge" && only != "small")) {
+    std::fprintf(stderr, "usage: staging_memory FILE [cuda_host|huge|small]  (a file of a few GB; it is read into "
+                         "the page cache first; the kind of staging memory, every kind if not given)\n");
+    return 2;
+  }
+  const int fd = open(argv[1], O_RDONLY);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0) {
+    std::fprintf(stderr, "staging_memory: cannot read %s\n", argv[1]);
+    return 2;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(st.st_size);
+  {
+    std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string setting;
+    std::getline(thp, setting);
+    std::printf("file %.3f GB; transparent huge pages: %s\n", bytes / 1e9, setting.c_str());
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  std::vector<char> warm(std::size_t{8} << 20);  // into the page cache
+  for (std::size_t at = 0; at < bytes;) {
+    const ssize_t n = pread(fd, warm.data(), warm.size(), static_cast<off_t>(at));
+    if (n <= 0) break;
+    at += static_cast<std::size_t>(n);
+  }
+  char* device = nullptr;
+  check(cudaMalloc(&device, bytes), "cudaMalloc");
+  char* reference = reference_copy(fd, bytes);
+  unsigned long long* differences = nullptr;
+  check(cudaMalloc(&differences, sizeof *differences), "cudaMalloc");
+  std::printf("link alone: %.1f GB/s\n", link_alone());
+  std::printf("%-26s %9s %6s %6s %9s %8s %10s  %s\n", "staging", "chunk MiB", "slots", "lanes", "median ms", "GB/s",
+              "huge kB", "verified");
+  constexpr int lanes_max = 16, slots_max = 2;
+  for (Kind kind : {Kind::cuda_host, Kind::huge_registered, Kind::small_registered}) {
+    if (!only.empty() && only != (kind == Kind::cuda_host ? "cuda_host" : kind == Kind::huge_registered ? "huge" : "small"))
+      continue;
+    const std::size_t chunk_max = std::size_t{4} << 20;
+    const std::size_t slots_bytes = lanes_max * slots_max * chunk_max;
+    char* slots_memory = staging(kind, slots_bytes);
+    const long huge_kb = anon_huge_kb();
+    for (std::size_t chunk_mib : {1, 2, 4})
+      for (int lanes : {8, 12, 16}) {
+        std::vector<double> runs;
+        bool verified = true;
+        for (int run = 0; run < 4; ++run) {
+          check(cudaMemset(device, 0xA5, bytes), "cudaMemset");  // poisoned: a chunk not copied shows
+          check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+          const double s = read_onto_gpu(fd, bytes, device, slots_memory, lanes, slots_max, chunk_mib << 20);
+          if (run > 0) runs.push_back(s);  // the first warms the lanes' paths
+          verified = verified && same_as(device, reference, bytes, differences);
+        }
+        std::sort(runs.begin(), runs.end());
+        const double median = runs[runs.size() / 2];
+        std::printf("%-26s %9zu %6d %6d %9.1f %8.1f %10ld  %s\n", name(kind), chunk_mib, slots_max, lanes, median * 1e3,
+                    bytes / median / 1e9, huge_kb, verified ? "bitwise" : "MISMATCH");
+        std::fflush(stdout);
+      }
+    release(kind, slots_memory, slots_bytes);
+  }
+  check(cudaFree(device), "cudaFree");
+  check(cudaFree(reference), "cudaFree");
+  check(cudaFree(differences), "cudaFree");
+  return 0;
+}
