@@ -1,13 +1,15 @@
-// staging_memory FILE [cuda_host|huge|small]: does the kind of page-locked memory a file is read into decide how fast a
-// file in the page cache reaches the GPU?
+// staging_memory FILE [cuda_host|huge|small]: does the kind of page-locked memory a file is read
+// into decide how fast a file in the page cache reaches the GPU?
 //
-// sluice.load_file's lanes pread each chunk into a staging slot from cudaMallocHost and copy it to
-// the GPU from there; the kernel's copy writes the slot through 4 KiB pages. This program runs
-// the same lanes (a thread and a stream each, `staging` slots a lane, the next chunk taken from one
-// counter) over slots of three kinds: cudaMallocHost; anonymous memory the kernel backs with 2 MiB
-// pages (madvise MADV_HUGEPAGE) page-locked with cudaHostRegister; and the same with 4 KiB pages
-// (MADV_NOHUGEPAGE), which tells the page size apart from the allocator. Beside them: the link
-// alone. Every run is compared with the file byte for byte on the GPU. docs/measurements.md has what it found.
+// sluice.load_file's lanes pread each chunk into a staging slot (a page-locked buffer of its own
+// from the CUDA runtime) and copy it to the GPU from there. This program runs the same lanes bare
+// (a thread and a stream each, two slots a lane, the next chunk taken from one counter) over the
+// slots of one block of each of three kinds: cudaMallocHost; anonymous memory the kernel backs
+// with 2 MiB pages (madvise MADV_HUGEPAGE) page-locked with cudaHostRegister; and the same with
+// 4 KiB pages (MADV_NOHUGEPAGE), which tells the page size apart from the allocator. Each run's
+// time includes making its threads, streams and events, as a read through sluice includes making
+// its lanes. Beside them: the link alone. Every run is compared with the file byte for byte on
+// the GPU. docs/measurements.md ("Smaller chunks, huge pages, and bare lanes") has what it found.
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -48,31 +50,40 @@ const char* name(Kind k) {
 
 constexpr std::size_t huge = std::size_t{2} << 20;
 
-// Page-locked memory of `bytes` (a multiple of 2 MiB) of the given kind.
-char* staging(Kind kind, std::size_t bytes) {
+// Page-locked memory of `bytes` (a multiple of 2 MiB) of the given kind; `mapped` is what to unmap.
+struct Staging {
+  char* data = nullptr;
+  void* mapped = nullptr;  // the mapping, from up to 2 MiB below data (null: from cudaMallocHost)
+  std::size_t mapped_bytes = 0;
+};
+
+Staging staging(Kind kind, std::size_t bytes) {
+  Staging s;
   if (kind == Kind::cuda_host) {
     void* p = nullptr;
     check(cudaMallocHost(&p, bytes), "cudaMallocHost");
-    return static_cast<char*>(p);
+    s.data = static_cast<char*>(p);
+    return s;
   }
   // Mapped with a spare 2 MiB so that the memory used starts on a 2 MiB boundary (a huge page's).
-  void* m = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) { std::perror("mmap"); std::exit(1); }
-  char* p = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(m) + huge - 1) / huge * huge);
-  if (madvise(p, bytes, kind == Kind::huge_registered ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) std::perror("madvise");
-  std::memset(p, 0, bytes);  // faulted in: with MADV_HUGEPAGE, as 2 MiB pages where the kernel has them
-  check(cudaHostRegister(p, bytes, cudaHostRegisterDefault), "cudaHostRegister");
-  return p;
+  s.mapped_bytes = bytes + huge;
+  s.mapped = mmap(nullptr, s.mapped_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (s.mapped == MAP_FAILED) { std::perror("mmap"); std::exit(1); }
+  s.data = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(s.mapped) + huge - 1) / huge * huge);
+  const int advice = kind == Kind::huge_registered ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
+  if (madvise(s.data, bytes, advice) != 0) std::perror("madvise");
+  std::memset(s.data, 0, bytes);  // faulted in: with MADV_HUGEPAGE, as 2 MiB pages where the kernel has them
+  check(cudaHostRegister(s.data, bytes, cudaHostRegisterDefault), "cudaHostRegister");
+  return s;
 }
 
-void release(Kind kind, char* p, std::size_t bytes) {
-  if (kind == Kind::cuda_host) {
-    check(cudaFreeHost(p), "cudaFreeHost");
+void release(const Staging& s) {
+  if (!s.mapped) {
+    check(cudaFreeHost(s.data), "cudaFreeHost");
     return;
   }
-  check(cudaHostUnregister(p), "cudaHostUnregister");
-  // The mapping began up to 2 MiB below p; munmap of the used part is enough for a bench that ends soon.
-  munmap(p, bytes);
+  check(cudaHostUnregister(s.data), "cudaHostUnregister");
+  munmap(s.mapped, s.mapped_bytes);
 }
 
 // kB of anonymous memory in huge pages in this process (/proc/self/smaps_rollup), -1 where unknown.
@@ -117,7 +128,8 @@ char* reference_copy(int fd, std::size_t bytes) {
 
 __global__ void count_differences(const unsigned char* got, const unsigned char* want, std::size_t bytes,
                                   unsigned long long* differences) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < bytes; i += std::size_t{gridDim.x} * blockDim.x)
+  const std::size_t step = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < bytes; i += step)
     if (got[i] != want[i]) atomicAdd(differences, 1ull);
 }
 
@@ -157,6 +169,7 @@ double read_onto_gpu(int fd, std::size_t bytes, char* device, char* slots_memory
           if (got <= 0) { failed = true; break; }
           done += static_cast<std::size_t>(got);
         }
+        if (failed) break;  // the slot is not the file's: not copied
         check(cudaMemcpyAsync(device + at, into, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
         check(cudaEventRecord(copied[slot], s), "cudaEventRecord");
         used[slot] = true;
@@ -213,11 +226,11 @@ int main(int argc, char** argv) {
               "huge kB", "verified");
   constexpr int lanes_max = 16, slots_max = 2;
   for (Kind kind : {Kind::cuda_host, Kind::huge_registered, Kind::small_registered}) {
-    if (!only.empty() && only != (kind == Kind::cuda_host ? "cuda_host" : kind == Kind::huge_registered ? "huge" : "small"))
-      continue;
+    const char* argument = kind == Kind::cuda_host ? "cuda_host" : kind == Kind::huge_registered ? "huge" : "small";
+    if (!only.empty() && only != argument) continue;
     const std::size_t chunk_max = std::size_t{4} << 20;
     const std::size_t slots_bytes = lanes_max * slots_max * chunk_max;
-    char* slots_memory = staging(kind, slots_bytes);
+    const Staging slots = staging(kind, slots_bytes);
     const long huge_kb = anon_huge_kb();
     for (std::size_t chunk_mib : {1, 2, 4})
       for (int lanes : {8, 12, 16}) {
@@ -226,7 +239,7 @@ int main(int argc, char** argv) {
         for (int run = 0; run < 4; ++run) {
           check(cudaMemset(device, 0xA5, bytes), "cudaMemset");  // poisoned: a chunk not copied shows
           check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-          const double s = read_onto_gpu(fd, bytes, device, slots_memory, lanes, slots_max, chunk_mib << 20);
+          const double s = read_onto_gpu(fd, bytes, device, slots.data, lanes, slots_max, chunk_mib << 20);
           if (run > 0) runs.push_back(s);  // the first warms the lanes' paths
           verified = verified && same_as(device, reference, bytes, differences);
         }
@@ -236,7 +249,7 @@ int main(int argc, char** argv) {
                     bytes / median / 1e9, huge_kb, verified ? "bitwise" : "MISMATCH");
         std::fflush(stdout);
       }
-    release(kind, slots_memory, slots_bytes);
+    release(slots);
   }
   check(cudaFree(device), "cudaFree");
   check(cudaFree(reference), "cudaFree");

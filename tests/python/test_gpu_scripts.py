@@ -15,8 +15,10 @@ def test_the_python_tests_run_under_the_sanitizers_with_device_backtraces_only()
     # compute-sanitizer's host backtrace, taken at each CUDA call, holds that call's Python frames
     # alive with their tensors: every step's activations stayed on the GPU, and the activations
     # peak test failed under memcheck alone (docs/measurements.md).
-    stage = _sanitize_stage()
-    runs = re.findall(r'"\$sanitizer" (.*?)"\$python"', stage, re.S)
+    commands = re.sub(r"\\\n\s*", " ", _sanitize_stage()).splitlines()  # continued lines joined
+    runs = [c for c in commands
+            if re.search(r"\$\{?sanitizer\b|compute-sanitizer\s+-", c) and not re.search(r"\bsanitizer=", c)]
     assert runs, "the sanitize stage runs no compute-sanitizer"
     for run in runs:
-        assert "--show-backtrace device" in run, run
+        # The last --show-backtrace given is the one the tool takes.
+        assert re.findall(r"--show-backtrace[= ](\S+)", run)[-1:] == ["device"], run
