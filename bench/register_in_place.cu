@@ -22,16 +22,13 @@
 #include <thread>
 #include <vector>
 
+#include "bare_cuda.hpp"
+
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "register_in_place: %s failed: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using bare::check;
+using bare::Clock;
+using bare::seconds_since;
 
 struct File {
   int fd = -1;
@@ -44,27 +41,6 @@ char* map(const File& f) {
   void* m = mmap(nullptr, f.mapped, PROT_READ, MAP_SHARED, f.fd, 0);
   if (m == MAP_FAILED) { std::perror("mmap"); std::exit(1); }
   return static_cast<char*>(m);
-}
-
-double link_alone() {
-  constexpr std::size_t bytes = std::size_t{256} << 20;
-  void* host = nullptr;
-  void* device = nullptr;  // its own: the file's buffer may be smaller
-  check(cudaMallocHost(&host, bytes), "cudaMallocHost");
-  check(cudaMalloc(&device, bytes), "cudaMalloc");
-  std::memset(host, 1, bytes);
-  cudaStream_t s;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  const auto t = Clock::now();
-  for (int i = 0; i < 8; ++i) check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-  const double rate = 8.0 * bytes / seconds_since(t) / 1e9;
-  check(cudaStreamDestroy(s), "cudaStreamDestroy");
-  check(cudaFreeHost(host), "cudaFreeHost");
-  check(cudaFree(device), "cudaFree");
-  return rate;
 }
 
 bool same_as_file(const char* mapping, const char* device, std::size_t bytes) {
@@ -181,7 +157,7 @@ int main(int argc, char** argv) {
   }
   char* device = nullptr;
   check(cudaMalloc(&device, f.mapped), "cudaMalloc");
-  std::printf("link alone: %.1f GB/s\n", link_alone());
+  std::printf("link alone: %.1f GB/s\n", bare::link_alone());
   for (int threads : {1, 4, 8}) pieces(f, device, threads, std::size_t{64} << 20, false, 1);
   for (std::size_t mib : {16, 64, 256})
     for (int threads : {1, 2, 4, 8, 12}) pieces(f, device, threads, mib << 20, true, 2);

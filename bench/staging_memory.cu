@@ -28,16 +28,13 @@
 #include <thread>
 #include <vector>
 
+#include "bare_cuda.hpp"
+
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "staging_memory: %s failed: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using bare::check;
+using bare::Clock;
+using bare::seconds_since;
 
 enum class Kind { cuda_host, huge_registered, small_registered };
 const char* name(Kind k) {
@@ -92,22 +89,6 @@ long anon_huge_kb() {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("AnonHugePages:", 0) == 0) return std::atol(line.c_str() + 14);
   return -1;
-}
-
-double link_alone() {
-  constexpr std::size_t bytes = std::size_t{256} << 20;
-  void* host = nullptr;
-  void* device = nullptr;
-  check(cudaMallocHost(&host, bytes), "cudaMallocHost");
-  check(cudaMalloc(&device, bytes), "cudaMalloc");
-  std::memset(host, 1, bytes);
-  check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const auto t = Clock::now();
-  for (int i = 0; i < 8; ++i) check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  const double rate = 8.0 * bytes / seconds_since(t) / 1e9;
-  check(cudaFreeHost(host), "cudaFreeHost");
-  check(cudaFree(device), "cudaFree");
-  return rate;
 }
 
 // The file, read once with plain preads and copied to the GPU: what every run is compared with.
@@ -221,7 +202,7 @@ int main(int argc, char** argv) {
   char* reference = reference_copy(fd, bytes);
   unsigned long long* differences = nullptr;
   check(cudaMalloc(&differences, sizeof *differences), "cudaMalloc");
-  std::printf("link alone: %.1f GB/s\n", link_alone());
+  std::printf("link alone: %.1f GB/s\n", bare::link_alone());
   std::printf("%-26s %9s %6s %6s %9s %8s %10s  %s\n", "staging", "chunk MiB", "slots", "lanes", "median ms", "GB/s",
               "huge kB", "verified");
   constexpr int lanes_max = 16, slots_max = 2;
