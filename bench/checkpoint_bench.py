@@ -237,7 +237,9 @@ def main():
         buffer (poisoned before each read, every tensor's bytes compared after it), median of 3 after a
         warm-up, for every chunk size, staging slots a lane and lane count: where the load's reads
         could go with other shapes of the same engine."""
-        chunks, stagings, lanes = ([float(x) for x in part.split(",")] for part in spec.split(":"))
+        chunk_part, staging_part, lanes_part = spec.split(":")
+        chunks = [float(x) for x in chunk_part.split(",")]  # MiB, fractions too
+        stagings, lanes = ([int(x) for x in part.split(",")] for part in (staging_part, lanes_part))
         buffer = torch.empty(data_bytes, dtype=torch.uint8, device=dev)
         ranges = [(header["data_begin"], data_bytes, buffer.data_ptr())]
         found = []
@@ -251,8 +253,7 @@ def main():
                         torch.cuda.synchronize()
                         t = time.perf_counter()
                         sluice._sluice._read_file_ranges(path, ranges, dev.index, chunk_bytes=int(chunk * (1 << 20)),
-                                                         staging=int(staging), threads=int(lane_count),
-                                                         direct=False)
+                                                         staging=staging, threads=lane_count, direct=False)
                         torch.cuda.synchronize()
                         if i:
                             samples.append(time.perf_counter() - t)
@@ -261,8 +262,8 @@ def main():
                             want = reference[name].view(torch.uint8).flatten()
                             assert torch.equal(buffer[at:at + end - begin], want), f"{name} differs"
                     gbps = data_bytes / median(samples) / GB
-                    found.append({"chunk_mib": chunk, "staging": int(staging), "lanes": int(lane_count), "gbps": gbps})
-                    print(f"  reader alone: chunk {chunk:g} MiB, {staging:g} staging slots a lane, {lane_count:g} lanes: "
+                    found.append({"chunk_mib": chunk, "staging": staging, "lanes": lane_count, "gbps": gbps})
+                    print(f"  reader alone: chunk {chunk:g} MiB, {staging} staging slots a lane, {lane_count} lanes: "
                           f"{gbps:5.1f} GB/s ({gbps / link_gbps:.2f} of the link), verified", flush=True)
         del buffer
         torch.cuda.empty_cache()
