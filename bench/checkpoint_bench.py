@@ -23,6 +23,7 @@ timed load, so a load that skipped a tensor shows.
   python3 bench/checkpoint_bench.py --out checkpoint.json [--gib 3] [--dir /tmp]
 """
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -77,9 +78,10 @@ def main():
     p.add_argument("--repeats", type=int, default=5, help="timed loads from the page cache, each method")
     p.add_argument("--cold-repeats", type=int, default=2, help="timed loads past the page cache, each method")
     p.add_argument("--chunks-mib", default="1,2,4,8", help="sluice's chunk sizes swept from the page cache")
-    p.add_argument("--reader-sweep", default="2,4:2,4:8,12,16", metavar="CHUNKS:STAGING:LANES",
+    p.add_argument("--reader-sweep", default="2,4:2,4:8,12,16", metavar="CHUNKS:STAGING:LANES[:WAITS]",
                    help="the reader alone into one device buffer from the page cache, every combination of chunk "
-                        "MiB, staging slots a lane and lanes (\"\": none)")
+                        "MiB, staging slots a lane and lanes, and how a lane waits for its staging slot's copy "
+                        "(sleep, nap or poll; the reader's own where not given) (\"\": none)")
     a = p.parse_args()
     torch = torch_or_skip(a.out)
     if torch is None:
@@ -222,13 +224,21 @@ def main():
         lanes = report["lanes"]
         span = max(lane["finished_seconds"] for lane in lanes)
         s = {"setup_ms": report["setup_seconds"] * 1e3, "read_ms": report["read_seconds"] * 1e3, "lanes": len(lanes),
+             "header_ms": report["header_seconds"] * 1e3, "tensors_ms": report["tensors_seconds"] * 1e3,
              "chunks_min": min(lane["chunks"] for lane in lanes), "chunks_max": max(lane["chunks"] for lane in lanes),
              "reading_share": sum(lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
              "waiting_share": sum(lane["putting_seconds"] - lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
-             "first_lane_done_ms": min(lane["finished_seconds"] for lane in lanes) * 1e3, "last_lane_done_ms": span * 1e3}
-        print(f"  one load's lanes: setup {s['setup_ms']:.1f} ms, read {s['read_ms']:.1f} ms on {s['lanes']} lanes "
+             "first_lane_done_ms": min(lane["finished_seconds"] for lane in lanes) * 1e3, "last_lane_done_ms": span * 1e3,
+             "first_read_ms": min(lane["started_seconds"] for lane in lanes) * 1e3,
+             "rings_made_ms": min(lane["ring_made_seconds"] for lane in lanes) * 1e3,
+             "last_ring_made_ms": max(lane["ring_made_seconds"] for lane in lanes) * 1e3,
+             "last_first_read_ms": max(lane["started_seconds"] for lane in lanes) * 1e3}
+        print(f"  one load's lanes: setup {s['setup_ms']:.1f} ms (header {s['header_ms']:.2f}, tensors {s['tensors_ms']:.2f}), "
+              f"read {s['read_ms']:.1f} ms on {s['lanes']} lanes "
               f"({s['chunks_min']}-{s['chunks_max']} chunks each); in pread {s['reading_share']:.0%} of the lanes' time, "
-              f"waiting for staging slots {s['waiting_share']:.0%}; lanes done at {s['first_lane_done_ms']:.1f}-"
+              f"waiting for staging slots {s['waiting_share']:.0%}; rings made at {s['rings_made_ms']:.2f}-"
+              f"{s['last_ring_made_ms']:.2f} ms, first reads at {s['first_read_ms']:.2f}-"
+              f"{s['last_first_read_ms']:.2f} ms, lanes done at {s['first_lane_done_ms']:.1f}-"
               f"{s['last_lane_done_ms']:.1f} ms", flush=True)
         return s
 
@@ -237,34 +247,38 @@ def main():
         buffer (poisoned before each read, every tensor's bytes compared after it), median of 3 after a
         warm-up, for every chunk size, staging slots a lane and lane count: where the load's reads
         could go with other shapes of the same engine."""
-        chunk_part, staging_part, lanes_part = spec.split(":")
+        chunk_part, staging_part, lanes_part, *wait_part = spec.split(":")
         chunks = [float(x) for x in chunk_part.split(",")]  # MiB, fractions too
         stagings, lanes = ([int(x) for x in part.split(",")] for part in (staging_part, lanes_part))
+        waits = wait_part[0].split(",") if wait_part else [None]  # None: the reader's own
         buffer = torch.empty(data_bytes, dtype=torch.uint8, device=dev)
         ranges = [(header["data_begin"], data_bytes, buffer.data_ptr())]
         found = []
-        for chunk in chunks:
-            for staging in stagings:
-                for lane_count in lanes:
-                    warm_cache(path)
-                    samples = []
-                    for i in range(4):
-                        buffer.fill_(0xA5)
-                        torch.cuda.synchronize()
-                        t = time.perf_counter()
-                        sluice._sluice._read_file_ranges(path, ranges, dev.index, chunk_bytes=int(chunk * (1 << 20)),
-                                                         staging=staging, threads=lane_count, direct=False)
-                        torch.cuda.synchronize()
-                        if i:
-                            samples.append(time.perf_counter() - t)
-                        for name, _, _, begin, end in header["tensors"]:
-                            at = begin - header["data_begin"]
-                            want = reference[name].view(torch.uint8).flatten()
-                            assert torch.equal(buffer[at:at + end - begin], want), f"{name} differs"
-                    gbps = data_bytes / median(samples) / GB
-                    found.append({"chunk_mib": chunk, "staging": staging, "lanes": lane_count, "gbps": gbps})
-                    print(f"  reader alone: chunk {chunk:g} MiB, {staging} staging slots a lane, {lane_count} lanes: "
-                          f"{gbps:5.1f} GB/s ({gbps / link_gbps:.2f} of the link), verified", flush=True)
+        # Several waits of one shape take turns, read by read, so that the machine's drift falls on each alike.
+        rounds = 4 if len(waits) == 1 else 6
+        for chunk, staging, lane_count in itertools.product(chunks, stagings, lanes):
+            warm_cache(path)
+            samples = {wait: [] for wait in waits}
+            for i in range(rounds):
+                for wait in waits:
+                    buffer.fill_(0xA5)
+                    torch.cuda.synchronize()
+                    t = time.perf_counter()
+                    sluice._sluice._read_file_ranges(path, ranges, dev.index, chunk_bytes=int(chunk * (1 << 20)),
+                                                     staging=staging, threads=lane_count, direct=False,
+                                                     staging_wait=wait)
+                    torch.cuda.synchronize()
+                    if i:
+                        samples[wait].append(time.perf_counter() - t)
+                    for name, _, _, begin, end in header["tensors"]:
+                        at = begin - header["data_begin"]
+                        want = reference[name].view(torch.uint8).flatten()
+                        assert torch.equal(buffer[at:at + end - begin], want), f"{name} differs"
+            for wait in waits:
+                gbps = data_bytes / median(samples[wait]) / GB
+                found.append({"chunk_mib": chunk, "staging": staging, "lanes": lane_count, "wait": wait, "gbps": gbps})
+                print(f"  reader alone: chunk {chunk:g} MiB, {staging} staging slots a lane, {lane_count} lanes, "
+                      f"staging wait {wait or 'default'}: {gbps:5.1f} GB/s ({gbps / link_gbps:.2f} of the link), verified", flush=True)
         del buffer
         torch.cuda.empty_cache()
         return found
@@ -366,7 +380,7 @@ def main():
         best = max(readers, key=lambda r: r["gbps"])
         print(f"the reader alone into one device buffer, best of {len(readers)} shapes: {best['gbps']:.1f} GB/s "
               f"({best['gbps'] / link_gbps:.2f} of the link) with {best['chunk_mib']} MiB chunks, {best['staging']} "
-              f"staging slots a lane, {best['lanes']} lanes")
+              f"staging slots a lane, {best['lanes']} lanes, staging wait {best['wait'] or 'default'}")
     return 0
 
 

@@ -35,7 +35,8 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     of 2-16 MiB measured, as CheckpointOptions in C++), and each of `threads` lanes (0: 12, or
     all cores but two where fewer) takes the next chunk no lane has taken and preads it into one of
     two page-locked slots that are reused while a copy stream of its own carries the one before to
-    the tensors; the host copies the file once (the page cache into the slots). With
+    the tensors; the host copies the file once (the page cache into the slots). A lane polls for
+    its slot's copy rather than sleeping, so the lanes keep their cores busy while the load runs. With
     direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
     for a file that is not cached and will not be read again, slower for one that is.
 
@@ -45,7 +46,8 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     file, the offset and how far the load got. Returns once every byte is on the device; torch's
     current stream may use the tensors at once.
 
-    `_report`, a dict, gets where the time went: "setup_seconds" (header, tensors, cache check),
+    `_report`, a dict, gets where the time went: "setup_seconds" (header, tensors, cache check; of
+    which "header_seconds" and "tensors_seconds"),
     "read_seconds" and the read's "lanes" (each lane's chunks, bytes and seconds reading, putting
     and until its last copy was done), for benches.
     """
@@ -73,12 +75,14 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
             raise ValueError(f"load_file reads onto a CUDA device, not '{target}' (safetensors.torch.load_file reads into host memory)")
         index = cuda_index(torch, target)
         target = torch.device("cuda", index)
+    header_read = time.perf_counter()
     tensors, ranges = {}, []
     for name, _, shape, begin, end in header["tensors"]:  # in file order: the reads go front to back
         t = torch.empty(shape, dtype=dtypes[name], device=target)
         tensors[name] = t
         if end > begin:
             ranges.append((begin, end - begin, t.data_ptr()))
+    tensors_made = time.perf_counter()
     if index >= 0:
         # The caching allocator hands out memory that work still queued on the current stream
         # may have used before it was freed; the copy streams write it only after that work.
@@ -93,7 +97,8 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     read = _sluice._read_file_ranges(path, ranges, index, threads=threads, direct=bool(direct),
                                      jitter_us=options.get("jitter_us", 0), **chunk)
     if _report is not None:
-        _report.update(read, setup_seconds=read_from - started, read_seconds=time.perf_counter() - read_from)
+        _report.update(read, setup_seconds=read_from - started, read_seconds=time.perf_counter() - read_from,
+                       header_seconds=header_read - started, tensors_seconds=tensors_made - header_read)
     return tensors
 
 

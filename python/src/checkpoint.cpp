@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -56,6 +58,14 @@ ring::FileReadOptions read_options(std::size_t chunk_bytes, std::size_t staging,
   return o;
 }
 
+// A lane's wait for its staging slot's last copy, by name (a bench compares them; none: the file reader's own).
+ring::StagingWait staging_wait_named(const std::string& name) {
+  if (name == "sleep") return ring::StagingWait::sleep;
+  if (name == "nap") return ring::StagingWait::nap;
+  if (name == "poll") return ring::StagingWait::poll;
+  throw std::invalid_argument("staging_wait must be 'sleep', 'nap' or 'poll', not '" + name + "'");
+}
+
 }  // namespace
 
 void bind_checkpoint(py::module_& m) {
@@ -63,13 +73,15 @@ void bind_checkpoint(py::module_& m) {
         py::arg("path"));
   m.def(
       "_read_file_ranges",
-      [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us) {
+      [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us,
+         const std::optional<std::string>& staging_wait) {
         const auto spans = file_ranges(ranges);
+        const ring::StagingWait wait = staging_wait ? staging_wait_named(*staging_wait) : ring::file_read_staging_wait;
         ring::FileReadReport report;
         {
           py::gil_scoped_release release;
           const auto make_executor = [&](std::size_t lane) -> std::shared_ptr<ring::RingExecutor> {
-            if (device >= 0) return std::make_shared<ring::CudaRingExecutor>(device);
+            if (device >= 0) return std::make_shared<ring::CudaRingExecutor>(device, 0, wait);
             return std::make_shared<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1 + lane});
           };
           report = ring::read_file_ranges(path, spans, make_executor,
@@ -82,6 +94,8 @@ void bind_checkpoint(py::module_& m) {
           lane["bytes"] = l.bytes;
           lane["reading_seconds"] = l.reading_seconds;
           lane["putting_seconds"] = l.putting_seconds;
+          lane["ring_made_seconds"] = l.ring_made_seconds;
+          lane["started_seconds"] = l.started_seconds;
           lane["finished_seconds"] = l.finished_seconds;
           lanes.append(lane);
         }
@@ -93,7 +107,7 @@ void bind_checkpoint(py::module_& m) {
         return d;
       },
       py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
-      py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0);
+      py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0, py::arg("staging_wait") = py::none());
   m.def("_cached_fraction",
         [](const std::string& path, std::uint64_t offset, std::uint64_t bytes) { return ring::cached_fraction(path, offset, bytes); },
         py::arg("path"), py::arg("offset"), py::arg("bytes"));

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "core/event_poll.hpp"
 #include "core/made_on.hpp"
 #include "ring/pinned_slots.hpp"
 #include "sluice/core/device_scope.hpp"
@@ -27,16 +28,20 @@ std::size_t grown(std::size_t bytes) { return (bytes + grain - 1) / grain * grai
 cudaStream_t stream_of(ConsumerLane lane) { return static_cast<cudaStream_t>(lane.handle); }
 
 // Device memory of one slot, or of a detached position: freed in the order
-// of the stream that used it last, once no one holds it.
+// of the stream that used it last, once no one holds it. None for a slot of
+// 0 bytes (a file read's lanes, whose chunks go to the caller's memory): a
+// dozen lanes each allocating and freeing slots they never use kept the
+// lanes of a checkpoint load from their first read for over a millisecond.
 struct DeviceBlock {
   DeviceBlock(int on_device, std::size_t size, cudaStream_t on) : device(on_device), bytes(size), free_on(on) {
+    if (bytes == 0) return;
     const DeviceScope scope(device);
     SLUICE_CUDA_CHECK(cudaMallocAsync(&data, bytes, on));
   }
   ~DeviceBlock() {
     // Freed in a forked child (a DataLoader's worker collecting the parent's
     // objects): the CUDA context is not the child's to touch.
-    if (getpid() != made_in) return;
+    if (!data || getpid() != made_in) return;
     const DeviceScope scope(device);
     // The stream that took it may be gone (the caller's, destroyed): then
     // the free waits for the device instead.
@@ -56,11 +61,29 @@ struct DeviceBlock {
   cudaStream_t free_on;  // the copy stream, then the stream of the last take
 };
 
+// An event made where it is first recorded: a ring has many marks, and a
+// reader's lanes start a dozen rings at once, where making every mark up
+// front (34 events a lane) kept the lanes from their first read.
+class LazyEvent {
+ public:
+  explicit LazyEvent(Event::Timing timing = Event::Timing::disabled) : timing_(timing) {}
+  Event& made() {
+    if (!event_) event_.emplace(timing_);
+    return *event_;
+  }
+  // Only once recorded: before then nothing waits on it.
+  const Event& get() const { return *event_; }
+
+ private:
+  Event::Timing timing_;
+  std::optional<Event> event_;
+};
+
 // A position's marks: `ready` on the copy stream, `taken` on the consumer's
 // (a timed plan), at position % marks.
 struct Marks {
   explicit Marks(Event::Timing timing) : ready(timing), taken(timing) {}
-  Event ready, taken;
+  LazyEvent ready, taken;
   std::size_t ready_position = SIZE_MAX;  // the position whose ready `ready` holds
 };
 
@@ -72,7 +95,8 @@ struct CudaRingExecutor::Slots {
   Stream copy;
   std::vector<std::shared_ptr<DeviceBlock>> device;
   std::vector<PinnedBuffer<std::byte>> staging;
-  std::vector<Event> released, copied;     // released per device slot, copied per staging slot
+  std::vector<LazyEvent> released;         // per device slot: where the consumer's lane let it go
+  std::vector<Event> copied;               // per staging slot: after its last copy
   std::vector<const Event*> released_at;   // per device slot: the event of its last release (its own, or a take's mark)
   std::vector<Marks> marks;                // per position, in a ring far longer than the slots
   Event loop_start{Event::Timing::enabled};  // a timed plan: where the second position was taken
@@ -93,7 +117,8 @@ std::size_t mark_count(const RingPlan& plan) {
 }
 }  // namespace
 
-CudaRingExecutor::CudaRingExecutor(int device, int copy_priority) : device_(device), copy_priority_(copy_priority) {}
+CudaRingExecutor::CudaRingExecutor(int device, int copy_priority, StagingWait staging_wait)
+    : device_(device), copy_priority_(copy_priority), staging_wait_(staging_wait) {}
 
 CudaRingExecutor::~CudaRingExecutor() { finish(); }
 
@@ -113,7 +138,7 @@ void CudaRingExecutor::make_slots(const RingPlan& plan) {
   s->harvested = plan.start();
   for (std::size_t p = 0; p < plan.staging_slots(); ++p) {
     s->staging.push_back(detail::take_pinned_slot(grown(plan.slot_bytes())));
-    s->copied.emplace_back(Event::Timing::disabled, Event::Wait::block);
+    s->copied.emplace_back(Event::Timing::disabled, staging_wait_ == StagingWait::sleep ? Event::Wait::block : Event::Wait::spin);
   }
   s->copy.synchronize();  // the slots exist before any other stream uses them
   s_ = std::move(s);
@@ -148,7 +173,12 @@ void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
     // The host must wait here: it is about to write what the copy reads. Not
     // under the lock, so that the consumer's take() and release() go on.
     const DeviceScope scope(device_);
-    last_copy->synchronize();
+    if (staging_wait_ == StagingWait::sleep)
+      last_copy->synchronize();
+    else if (const cudaError_t code = detail::poll_event(
+                 last_copy->get(), staging_wait_ == StagingWait::nap ? detail::PollPause::sleep : detail::PollPause::yield);
+             code != cudaSuccess)
+      SLUICE_CUDA_CHECK(code);
   }
   {
     std::lock_guard lock(mutex_);
@@ -217,7 +247,7 @@ void CudaRingExecutor::ready(const RingOp& op) {
   std::lock_guard lock(mutex_);
   const DeviceScope scope(device_);
   Marks& mark = s_->mark(p);
-  mark.ready.record(s_->copy);
+  mark.ready.made().record(s_->copy);
   mark.ready_position = p;
 }
 
@@ -226,13 +256,13 @@ const Event* CudaRingExecutor::take_locked(const RingOp& op, ConsumerLane lane, 
   Marks& mark = s_->mark(p);
   const Event* marked = nullptr;
   if (mark_it) {
-    SLUICE_CUDA_CHECK(cudaEventRecord(mark.taken.get(), stream_of(lane)));
-    marked = &mark.taken;
+    marked = &mark.taken.made();
+    SLUICE_CUDA_CHECK(cudaEventRecord(marked->get(), stream_of(lane)));
     // Once: the loop proper starts after the fill.
     if (s_->taken == 1) SLUICE_CUDA_CHECK(cudaEventRecord(s_->loop_start.get(), stream_of(lane)));
   }
   // A position already on the device needs no wait: one operation less on the step's stream.
-  if (!mark.ready.ready()) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(lane), mark.ready.get(), 0));
+  if (!mark.ready.get().ready()) SLUICE_CUDA_CHECK(cudaStreamWaitEvent(stream_of(lane), mark.ready.get().get(), 0));
   s_->device.at(op.device_slot)->free_on = stream_of(lane);
   ++s_->taken;
   return marked;
@@ -258,7 +288,7 @@ void CudaRingExecutor::release(const RingOp& op, ConsumerLane lane) {
   // order: no event to wait on (released_once stays false, so copy() waits on none).
   if (stream_of(lane) == s_->copy.view().get()) return;
   const DeviceScope scope(device_);
-  Event& released = s_->released.at(op.device_slot);
+  Event& released = s_->released.at(op.device_slot).made();
   SLUICE_CUDA_CHECK(cudaEventRecord(released.get(), stream_of(lane)));
   s_->released_at.at(op.device_slot) = &released;
 }
@@ -273,7 +303,7 @@ void CudaRingExecutor::release_and_take(const RingOp& release_op, const RingOp& 
   if (s_->plan->timed()) {
     released = take_locked(take_op, lane, true);
   } else {
-    Event& own = s_->released.at(release_op.device_slot);
+    Event& own = s_->released.at(release_op.device_slot).made();
     SLUICE_CUDA_CHECK(cudaEventRecord(own.get(), stream_of(lane)));
     released = &own;
     (void)take_locked(take_op, lane, false);
@@ -286,10 +316,10 @@ void CudaRingExecutor::harvest(std::size_t position) const {
   const DeviceScope scope(device_);
   for (; s_->harvested <= position; ++s_->harvested) {
     const Marks& mark = s_->mark(s_->harvested);
-    mark.taken.synchronize();
-    mark.ready.synchronize();
+    mark.taken.get().synchronize();
+    mark.ready.get().synchronize();
     // Ready before the consumer's stream got there: no wait.
-    const double waited = std::max(0.0, static_cast<double>(elapsed_ms(mark.taken, mark.ready)));
+    const double waited = std::max(0.0, static_cast<double>(elapsed_ms(mark.taken.get(), mark.ready.get())));
     (s_->harvested == s_->plan->start() ? s_->fill_ms : s_->waited_ms) += waited;
   }
 }
@@ -312,7 +342,7 @@ IdleTimes CudaRingExecutor::idle() const {
   if (times.taken >= 2) {
     // The loop runs from taking the second position to taking the last.
     const DeviceScope scope(device_);
-    const Event& taken = s_->mark(last).taken;
+    const Event& taken = s_->mark(last).taken.get();
     s_->loop_start.synchronize();
     taken.synchronize();
     times.loop_ms = static_cast<double>(elapsed_ms(s_->loop_start, taken));
@@ -342,7 +372,7 @@ bool CudaRingExecutor::copied(std::size_t position) const {
   if (at == SIZE_MAX || at < position) return false;  // not enqueued yet
   const DeviceScope scope(device_);
   // A later position's ready on the same stream is later in its order.
-  return mark.ready.ready();
+  return mark.ready.get().ready();
 }
 
 void CudaRingExecutor::finish() noexcept {

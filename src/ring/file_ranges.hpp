@@ -61,6 +61,8 @@ struct LaneReport {
   std::uint64_t bytes = 0;        // of those chunks
   double reading_seconds = 0;     // in pread
   double putting_seconds = 0;     // handing chunks to the ring: the reads, and the waits for staging slots
+  double ring_made_seconds = 0;   // from the read's start until the lane's ring was made (copy stream, slots, events)
+  double started_seconds = 0;     // from the read's start until the lane's first pread began: its setup
   double finished_seconds = 0;    // from the read's start until the lane's last copy was done
 };
 
@@ -90,7 +92,7 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
                                 const MakeExecutor& make_executor, const FileReadOptions& options);
 
 // The share of the file's pages over [offset, offset + bytes) that the page
-// cache holds now (mincore over up to 1024 pages spread evenly), 0 to 1:
+// cache holds now (mincore over up to 1024 pages, in runs spread evenly), 0 to 1:
 // whether O_DIRECT would pay. 0 where the kernel cannot say. IoError for a file that cannot be opened or bytes past its end.
 double cached_fraction(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t bytes);
 

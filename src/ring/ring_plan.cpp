@@ -46,7 +46,7 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
   if (o_.steps == 0) throw std::invalid_argument("ring: steps must be at least 1");
   if (o_.ahead == 0) throw std::invalid_argument("ring: ahead must be at least 1 position");
   if (o_.held == 0) throw std::invalid_argument("ring: the consumer holds at least the position it took last");
-  if (o_.slot_bytes == 0) throw std::invalid_argument("ring: a slot of 0 bytes");
+  if (o_.slot_bytes == 0 && o_.items != RingOptions::unbounded) throw std::invalid_argument("ring: a slot of 0 bytes");
   if (o_.out_bytes > SIZE_MAX / 2 || o_.slot_bytes > SIZE_MAX / 2) throw std::invalid_argument("ring: slots too large");
   if (o_.items == RingOptions::unbounded && (o_.order != Order::batches || o_.steps != 1))
     throw std::invalid_argument("ring: an unbounded ring hands out batches, once");

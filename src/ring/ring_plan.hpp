@@ -59,7 +59,9 @@ struct RingOptions {
   // host memory in flight (for large items, fewer than the cache holds).
   std::size_t staging_slots = 0;
   bool staged = true;          // the producer fills pinned staging slots (else the copy reads the caller's memory)
-  std::size_t slot_bytes = 0;  // bytes of one item, in every slot (an unbounded ring's first capacity: items may differ)
+  // Bytes of one item, in every slot. An unbounded ring's first capacity (items may differ), 0
+  // there: no memory until an item needs some (a file read, whose chunks go to the caller's memory).
+  std::size_t slot_bytes = 0;
   std::size_t start = 0;       // the first position taken: a ring resumed where another stopped
   // Bytes a transform writes into each device slot after the copy (a token
   // loader's int32 inputs and targets); 0: no transform. A slot is then
@@ -119,7 +121,7 @@ class RingPlan {
  public:
   // Throws std::invalid_argument, before any work, for no items, no steps,
   // ahead 0, held 0, fewer than ahead + held device slots, more staging
-  // slots than device slots, a slot of 0 bytes,
+  // slots than device slots, a bounded ring's slot of 0 bytes,
   // a start past the last position, or an unbounded ring of layers or of
   // more than one step.
   explicit RingPlan(RingOptions options);

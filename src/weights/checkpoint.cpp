@@ -86,7 +86,8 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOp
   // Tensors lie end to end, so one range covers them all.
   const ring::FileRange range{header.data_begin, data_bytes, memory.get()};
   ring::read_file_ranges(
-      path, {&range, 1}, [device](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(device); },
+      path, {&range, 1},
+      [device](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(device, 0, ring::file_read_staging_wait); },
       {.chunk_bytes = options.chunk_bytes, .threads = options.threads, .direct = direct});
   out.memory = CheckpointMemory(std::move(memory), data_bytes, device);
   return out;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include "gpu_test.hpp"
@@ -40,15 +41,22 @@ struct TempFile {
 
 std::shared_ptr<ring::RingExecutor> on_device_0(std::size_t) { return std::make_shared<ring::CudaRingExecutor>(0); }
 
+// Lanes on device 0 that wait for their staging slots' copies as `wait` says.
+ring::MakeExecutor on_device_0_waiting(ring::StagingWait wait) {
+  return [wait](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(0, 0, wait); };
+}
+
 }  // namespace
 
 class FileRangesCuda : public GpuTest {};
 
-TEST_F(FileRangesCuda, EveryRangeLandsOnTheDeviceAsTheFileHasIt) {
+TEST_F(FileRangesCuda, EveryRangeLandsOnTheDeviceAsTheFileHasItHoweverTheLanesWait) {
   const std::size_t file_bytes = (std::size_t{40} << 20) + 12345;
   const TempFile file(file_bytes);
   Stream stream;
-  for (const bool direct : {false, true}) {
+  using ring::StagingWait;
+  for (const auto& [direct, wait] : {std::pair{false, StagingWait::sleep}, std::pair{false, StagingWait::nap},
+                                     std::pair{false, StagingWait::poll}, std::pair{true, ring::file_read_staging_wait}}) {
     // One large range from an unaligned offset, then 200 small ones end to end after it.
     const std::size_t large = (std::size_t{30} << 20) + 777;
     DeviceBuffer<std::byte> device(file_bytes, stream.view());
@@ -64,15 +72,16 @@ TEST_F(FileRangesCuda, EveryRangeLandsOnTheDeviceAsTheFileHasIt) {
       ranges.push_back({at, bytes, device.data() + at});
       at += bytes;
     }
-    const auto report = ring::read_file_ranges(file.path, ranges, on_device_0,
-                                               {.chunk_bytes = std::size_t{1} << 20, .direct = direct});
+    // Two slots a lane: the lanes refill each slot after waiting for its copy, again and again.
+    const auto report = ring::read_file_ranges(file.path, ranges, on_device_0_waiting(wait),
+                                               {.chunk_bytes = std::size_t{1} << 20, .staging = 2, .direct = direct});
     EXPECT_EQ(report.bytes, at - 4097);
     std::vector<std::byte> back(file_bytes);
     SLUICE_CUDA_CHECK(cudaMemcpyAsync(back.data(), device.data(), file_bytes, cudaMemcpyDeviceToHost, stream.view().get()));
     stream.synchronize();
     std::size_t wrong = 0;
     for (std::uint64_t k = 4097; k < at; ++k) wrong += back[k] != file_byte(k);
-    EXPECT_EQ(wrong, 0u) << (direct ? "O_DIRECT" : "page cache");
+    EXPECT_EQ(wrong, 0u) << (direct ? "O_DIRECT" : "page cache") << ", staging wait " << static_cast<int>(wait);
     EXPECT_EQ(back[4096], std::byte{0xA5}) << "a byte before the first range was written";
   }
 }

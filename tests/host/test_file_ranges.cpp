@@ -105,7 +105,13 @@ TEST(FileRanges, EveryByteLandsWhereItsRangeSaysAtAnyChunkAndAlignment) {
       // The lanes' reports add up to the read.
       std::size_t lane_chunks = 0;
       std::uint64_t lane_bytes = 0;
-      for (const LaneReport& l : report.lanes) lane_chunks += l.chunks, lane_bytes += l.bytes;
+      for (const LaneReport& l : report.lanes) {
+        lane_chunks += l.chunks, lane_bytes += l.bytes;
+        // A lane that read began after the read's start and before its own end.
+        if (l.chunks > 0) EXPECT_GT(l.started_seconds, l.ring_made_seconds);
+        EXPECT_GT(l.ring_made_seconds, 0.0);
+        EXPECT_LE(l.started_seconds, l.finished_seconds);
+      }
       EXPECT_EQ(report.lanes.size(), lanes.made.size());
       EXPECT_EQ(lane_chunks, report.chunks);
       EXPECT_EQ(lane_bytes, report.bytes);

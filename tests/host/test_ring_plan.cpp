@@ -175,6 +175,11 @@ TEST(RingPlan, BadOptionsAreRefusedWithAReason) {
   o = options(RingOptions::unbounded);
   o.steps = 2;
   EXPECT_NE(refusal(o).find("unbounded ring hands out batches, once"), std::string::npos) << refusal(o);
+  // An unbounded ring's slots may start with no memory (a file read's, whose chunks go to the
+  // caller's memory); a bounded ring's items are all of one size, which 0 bytes cannot hold.
+  o = options(RingOptions::unbounded);
+  o.slot_bytes = 0;
+  EXPECT_EQ(refusal(o), "accepted");
 }
 
 TEST(RingPlan, HeldPositionsAddSlotsAndDelayTheSlotsReuse) {

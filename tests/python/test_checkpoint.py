@@ -51,6 +51,12 @@ def test_every_dtype_and_shape_comes_back_as_stored(tmp_path):
     # The report's lanes account for every byte and every chunk.
     assert sum(lane["bytes"] for lane in report["lanes"]) == report["bytes"] == sum(t.numel() * t.element_size() for t in want.values())
     assert sum(lane["chunks"] for lane in report["lanes"]) == report["chunks"]
+    # The setup's parts lie within it; each lane that read began after the read's start and before its end.
+    assert 0 < report["header_seconds"] and 0 < report["tensors_seconds"]
+    assert report["header_seconds"] + report["tensors_seconds"] <= report["setup_seconds"]
+    for lane in report["lanes"]:
+        assert 0 < lane["ring_made_seconds"] <= lane["finished_seconds"]
+        assert lane["ring_made_seconds"] < lane["started_seconds"] <= lane["finished_seconds"] if lane["chunks"] else lane["started_seconds"] == 0
     # Each tensor has memory of its own (as safetensors' loader gives), not a view of one block.
     assert len({t.data_ptr() for t in got.values() if t.numel()}) == sum(1 for t in want.values() if t.numel())
     header = sluice.read_header(tmp_path / "m.safetensors")
@@ -189,3 +195,12 @@ def test_on_the_gpu_it_matches_safetensors_load_file(tmp_path):
     want = _tensors(torch, big=True)
     st.save_file(want, str(tmp_path / "st.safetensors"))
     _check_same(torch, sluice.load_file(tmp_path / "st.safetensors"), st.load_file(str(tmp_path / "st.safetensors"), device="cuda"))
+
+
+def test_the_readers_staging_wait_is_one_it_knows(tmp_path):
+    # The bench compares the ways a lane waits for its staging slot's copy by name: a name it does
+    # not know is refused before anything is read, not taken for the default.
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(8192))
+    with pytest.raises(ValueError, match="staging_wait must be"):
+        sluice._sluice._read_file_ranges(str(path), [], -1, staging_wait="spin")

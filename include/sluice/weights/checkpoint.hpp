@@ -11,6 +11,8 @@
 // is cut into chunks, and lanes - a thread and a copy stream each - pread the
 // next chunk no lane has taken into page-locked slots while their streams
 // carry the ones before to the device; the file crosses host memory once.
+// A lane polls for its slot's copy rather than sleeping: the lanes keep their
+// cores busy while the load runs.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
