@@ -27,14 +27,9 @@
 namespace {
 
 using bare::check;
+using bare::File;
 using bare::Clock;
 using bare::seconds_since;
-
-struct File {
-  int fd = -1;
-  std::size_t bytes = 0;   // the file's
-  std::size_t mapped = 0;  // whole pages
-};
 
 // A read-only shared mapping of the whole file: its pages are the page cache's own.
 char* map(const File& f) {
@@ -132,29 +127,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: register_in_place FILE  (a file of a few GB; it is read into the page cache first)\n");
     return 2;
   }
-  File f;
-  f.fd = open(argv[1], O_RDONLY);
-  struct stat st {};
-  if (f.fd < 0 || fstat(f.fd, &st) != 0 || st.st_size == 0) {
-    std::fprintf(stderr, "register_in_place: cannot read %s\n", argv[1]);
-    return 2;
-  }
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  f.bytes = static_cast<std::size_t>(st.st_size);
-  f.mapped = (f.bytes + page - 1) / page * page;
+  const File f = bare::open_file(argv[1]);
   check(cudaSetDevice(0), "cudaSetDevice");
-  int read_only = 0;
-  check(cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, 0), "cudaDeviceGetAttribute");
-  std::printf("file %.3f GB; HostRegisterReadOnlySupported %d\n", f.bytes / 1e9, read_only);
-  if (!read_only) return 1;
-  {  // into the page cache
-    std::vector<char> buffer(std::size_t{8} << 20);
-    for (std::size_t at = 0; at < f.bytes;) {
-      const ssize_t n = pread(f.fd, buffer.data(), buffer.size(), static_cast<off_t>(at));
-      if (n <= 0) break;
-      at += static_cast<std::size_t>(n);
-    }
-  }
+  if (!bare::registers_read_only(f)) return 1;
+  bare::warm_page_cache(f.fd, f.bytes);
   char* device = nullptr;
   check(cudaMalloc(&device, f.mapped), "cudaMalloc");
   std::printf("link alone: %.1f GB/s\n", bare::link_alone());

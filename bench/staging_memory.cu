@@ -91,39 +91,6 @@ long anon_huge_kb() {
   return -1;
 }
 
-// The file, read once with plain preads and copied to the GPU: what every run is compared with.
-char* reference_copy(int fd, std::size_t bytes) {
-  char* device = nullptr;
-  check(cudaMalloc(&device, bytes), "cudaMalloc");
-  std::vector<char> piece(std::size_t{64} << 20);
-  for (std::size_t at = 0; at < bytes; at += piece.size()) {
-    const std::size_t n = std::min(piece.size(), bytes - at);
-    if (pread(fd, piece.data(), n, static_cast<off_t>(at)) != static_cast<ssize_t>(n)) {
-      std::fprintf(stderr, "staging_memory: cannot read the file\n");
-      std::exit(1);
-    }
-    check(cudaMemcpy(device + at, piece.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  return device;
-}
-
-__global__ void count_differences(const unsigned char* got, const unsigned char* want, std::size_t bytes,
-                                  unsigned long long* differences) {
-  const std::size_t step = std::size_t{gridDim.x} * blockDim.x;
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < bytes; i += step)
-    if (got[i] != want[i]) atomicAdd(differences, 1ull);
-}
-
-bool same_as(const char* device, const char* reference, std::size_t bytes, unsigned long long* differences) {
-  check(cudaMemset(differences, 0, sizeof *differences), "cudaMemset");
-  count_differences<<<1024, 256>>>(reinterpret_cast<const unsigned char*>(device),
-                                   reinterpret_cast<const unsigned char*>(reference), bytes, differences);
-  check(cudaGetLastError(), "count_differences");
-  unsigned long long n = 0;
-  check(cudaMemcpy(&n, differences, sizeof n, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  return n == 0;
-}
-
 // The file onto the GPU by `lanes` threads, each with `slots` staging slots of `chunk` bytes and a
 // stream: pread the next chunk into the next slot (after that slot's last copy), copy it. Seconds.
 double read_onto_gpu(int fd, std::size_t bytes, char* device, char* slots_memory, int lanes, int slots,
@@ -133,31 +100,13 @@ double read_onto_gpu(int fd, std::size_t bytes, char* device, char* slots_memory
   const auto started = Clock::now();
   std::vector<std::thread> threads;
   for (int lane = 0; lane < lanes; ++lane) {
-    threads.emplace_back([&, lane] {
-      cudaStream_t s;
-      check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-      std::vector<cudaEvent_t> copied(slots);
-      for (auto& e : copied) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-      std::vector<bool> used(slots, false);
-      char* mine = slots_memory + static_cast<std::size_t>(lane) * slots * chunk;
-      for (std::size_t k = 0, at; (at = next.fetch_add(chunk)) < bytes; ++k) {
-        const int slot = static_cast<int>(k % slots);
-        if (used[slot]) check(cudaEventSynchronize(copied[slot]), "cudaEventSynchronize");
-        const std::size_t n = std::min(chunk, bytes - at);
-        char* into = mine + slot * chunk;
-        for (std::size_t done = 0; done < n;) {
-          const ssize_t got = pread(fd, into + done, n - done, static_cast<off_t>(at + done));
-          if (got <= 0) { failed = true; break; }
-          done += static_cast<std::size_t>(got);
-        }
-        if (failed) break;  // the slot is not the file's: not copied
-        check(cudaMemcpyAsync(device + at, into, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
-        check(cudaEventRecord(copied[slot], s), "cudaEventRecord");
-        used[slot] = true;
-      }
-      check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-      for (auto& e : copied) check(cudaEventDestroy(e), "cudaEventDestroy");
-      check(cudaStreamDestroy(s), "cudaStreamDestroy");
+    const auto take = [&] {
+      const std::size_t at = next.fetch_add(chunk);
+      return std::pair{at, at < bytes ? std::min(chunk, bytes - at) : 0};
+    };
+    threads.emplace_back([&, lane, take] {
+      bare::read_lane(fd, device, slots_memory + static_cast<std::size_t>(lane) * slots * chunk, slots, chunk, take,
+                      failed);
     });
   }
   for (auto& t : threads) t.join();
@@ -177,13 +126,9 @@ int main(int argc, char** argv) {
                          "the page cache first; the kind of staging memory, every kind if not given)\n");
     return 2;
   }
-  const int fd = open(argv[1], O_RDONLY);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_size == 0) {
-    std::fprintf(stderr, "staging_memory: cannot read %s\n", argv[1]);
-    return 2;
-  }
-  const std::size_t bytes = static_cast<std::size_t>(st.st_size);
+  const bare::File file = bare::open_file(argv[1]);
+  const int fd = file.fd;
+  const std::size_t bytes = file.bytes;
   {
     std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
     std::string setting;
@@ -191,15 +136,10 @@ int main(int argc, char** argv) {
     std::printf("file %.3f GB; transparent huge pages: %s\n", bytes / 1e9, setting.c_str());
   }
   check(cudaSetDevice(0), "cudaSetDevice");
-  std::vector<char> warm(std::size_t{8} << 20);  // into the page cache
-  for (std::size_t at = 0; at < bytes;) {
-    const ssize_t n = pread(fd, warm.data(), warm.size(), static_cast<off_t>(at));
-    if (n <= 0) break;
-    at += static_cast<std::size_t>(n);
-  }
+  bare::warm_page_cache(fd, bytes);
   char* device = nullptr;
   check(cudaMalloc(&device, bytes), "cudaMalloc");
-  char* reference = reference_copy(fd, bytes);
+  char* reference = bare::reference_copy(fd, bytes);
   unsigned long long* differences = nullptr;
   check(cudaMalloc(&differences, sizeof *differences), "cudaMalloc");
   std::printf("link alone: %.1f GB/s\n", bare::link_alone());
@@ -222,7 +162,7 @@ int main(int argc, char** argv) {
           check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
           const double s = read_onto_gpu(fd, bytes, device, slots.data, lanes, slots_max, chunk_mib << 20);
           if (run > 0) runs.push_back(s);  // the first warms the lanes' paths
-          verified = verified && same_as(device, reference, bytes, differences);
+          verified = verified && bare::same_as(device, reference, bytes, differences);
         }
         std::sort(runs.begin(), runs.end());
         const double median = runs[runs.size() / 2];
