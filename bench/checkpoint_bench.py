@@ -229,10 +229,11 @@ def main():
              "reading_share": sum(lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
              "waiting_share": sum(lane["putting_seconds"] - lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
              "first_lane_done_ms": min(lane["finished_seconds"] for lane in lanes) * 1e3, "last_lane_done_ms": span * 1e3,
-             "first_read_ms": min(lane["started_seconds"] for lane in lanes) * 1e3,
+             # Lanes that read no chunk (the others took them all) have no first read.
+             "first_read_ms": min(lane["started_seconds"] for lane in lanes if lane["chunks"]) * 1e3,
              "rings_made_ms": min(lane["ring_made_seconds"] for lane in lanes) * 1e3,
              "last_ring_made_ms": max(lane["ring_made_seconds"] for lane in lanes) * 1e3,
-             "last_first_read_ms": max(lane["started_seconds"] for lane in lanes) * 1e3}
+             "last_first_read_ms": max(lane["started_seconds"] for lane in lanes if lane["chunks"]) * 1e3}
         print(f"  one load's lanes: setup {s['setup_ms']:.1f} ms (header {s['header_ms']:.2f}, tensors {s['tensors_ms']:.2f}), "
               f"read {s['read_ms']:.1f} ms on {s['lanes']} lanes "
               f"({s['chunks_min']}-{s['chunks_max']} chunks each); in pread {s['reading_share']:.0%} of the lanes' time, "
@@ -245,9 +246,13 @@ def main():
     def reader_sweep(spec):
         """The reader alone, without the tensors or torch's allocator: the file's data into one device
         buffer (poisoned before each read, every tensor's bytes compared after it), median of 3 after a
-        warm-up, for every chunk size, staging slots a lane and lane count: where the load's reads
-        could go with other shapes of the same engine."""
-        chunk_part, staging_part, lanes_part, *wait_part = spec.split(":")
+        warm-up (of 5 where several staging waits take turns), for every chunk size, staging slots a
+        lane, lane count and staging wait: where the load's reads could go with other shapes of the
+        same engine."""
+        parts = spec.split(":")
+        if len(parts) not in (3, 4):
+            raise SystemExit(f"--reader-sweep {spec!r}: CHUNKS:STAGING:LANES[:WAITS]")
+        chunk_part, staging_part, lanes_part, *wait_part = parts
         chunks = [float(x) for x in chunk_part.split(",")]  # MiB, fractions too
         stagings, lanes = ([int(x) for x in part.split(",")] for part in (staging_part, lanes_part))
         waits = wait_part[0].split(",") if wait_part else [None]  # None: the reader's own

@@ -36,9 +36,10 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     all cores but two where fewer) takes the next chunk no lane has taken and preads it into one of
     two page-locked slots that are reused while a copy stream of its own carries the one before to
     the tensors; the host copies the file once (the page cache into the slots). A lane polls for
-    its slot's copy rather than sleeping, so the lanes keep their cores busy while the load runs. With
-    direct=True the reads skip the page cache (O_DIRECT) where the file system allows it: faster
-    for a file that is not cached and will not be read again, slower for one that is.
+    its slot's copy rather than sleeping, so the lanes keep their cores busy while the load runs
+    (by default all cores but two at the most). With direct=True the reads skip the page cache
+    (O_DIRECT) where the file system allows it: faster for a file that is not cached and will not
+    be read again, slower for one that is.
 
     The header is read and checked before any GPU memory is taken: a truncated file, offsets that
     overlap, leave a hole or run past the end, an unknown dtype or a header over 100 MB is a
@@ -47,9 +48,10 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     current stream may use the tensors at once.
 
     `_report`, a dict, gets where the time went: "setup_seconds" (header, tensors, cache check; of
-    which "header_seconds" and "tensors_seconds"),
-    "read_seconds" and the read's "lanes" (each lane's chunks, bytes and seconds reading, putting
-    and until its last copy was done), for benches.
+    which "header_seconds", the header read and checked and the device chosen, and "tensors_seconds"),
+    "read_seconds" and the read's "lanes" (each lane's chunks, bytes and seconds reading and
+    putting, and from the read's start until its ring was made, its first read began and its last
+    copy was done), for benches.
     """
     started = time.perf_counter()
     torch = torch_or_none()

@@ -19,7 +19,7 @@
 // through sluice.load_file (docs/measurements.md).
 //
 //   read_file_ranges("model.safetensors", {{begin, bytes, tensor_memory}, ...},
-//                    [](std::size_t) { return std::make_shared<CudaRingExecutor>(0); }, {});
+//                    [](std::size_t) { return std::make_shared<CudaRingExecutor>(0, 0, file_read_staging_wait); }, {});
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -62,7 +62,7 @@ struct LaneReport {
   double reading_seconds = 0;     // in pread
   double putting_seconds = 0;     // handing chunks to the ring: the reads, and the waits for staging slots
   double ring_made_seconds = 0;   // from the read's start until the lane's ring was made (copy stream, slots, events)
-  double started_seconds = 0;     // from the read's start until the lane's first pread began: its setup
+  double started_seconds = 0;     // from the read's start until the lane's first pread began (0: it read none)
   double finished_seconds = 0;    // from the read's start until the lane's last copy was done
 };
 

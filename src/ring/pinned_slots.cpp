@@ -27,6 +27,8 @@ Kept& kept() {
 }  // namespace
 
 PinnedBuffer<std::byte> take_pinned_slot(std::size_t bytes) {
+  // A slot of no bytes (a file read's, until its first chunk) allocates nothing, so it frees nothing either.
+  if (bytes == 0) return PinnedBuffer<std::byte>(0);
   std::vector<PinnedBuffer<std::byte>> beyond_the_bound;  // freed after the lock, oldest kept first
   {
     Kept& k = kept();

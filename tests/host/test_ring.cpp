@@ -311,4 +311,31 @@ TEST(Ring, ACallersPiecePastItsItemIsRefusedBeforeAnyWork) {
   EXPECT_FALSE(ring.take());
 }
 
+// An unbounded ring's slots may start with no memory (a file read's, whose
+// chunks go to the caller's): an item of 0 bytes into the caller's memory
+// leaves them so, and a later item of bytes gives its slot the memory it needs.
+TEST(Ring, SlotsOfNoBytesGrowToTheFirstItemThatNeedsThem) {
+  HostRingExecutor executor;
+  RingOptions o;
+  o.items = RingOptions::unbounded;
+  o.slot_bytes = 0;
+  Ring ring(RingPlan(o), executor, {.put_by_caller = true});
+  std::vector<std::byte> callers(16, std::byte{0});
+  const Ring::Item to_caller{0, [](std::span<std::byte> slot) { fill_item(5, slot); }, {{nullptr, 0, 16, callers.data()}}};
+  EXPECT_EQ(ring.put(to_caller), 0u);
+  const Ring::Item into_slot{24, [](std::span<std::byte> slot) { fill_item(6, slot); }, {{nullptr, 0, 24}}};
+  EXPECT_EQ(ring.put(into_slot), 1u);
+  ring.close();
+  const auto first = ring.take();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->bytes, 0u);
+  const auto second = ring.take();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->bytes, 24u);
+  executor.host_wait({1, Step::take});
+  EXPECT_EQ(wrong_bytes(callers.data(), 16, 5), 0u);
+  EXPECT_EQ(wrong_bytes(second->data, 24, 6), 0u);
+  EXPECT_FALSE(ring.take());
+}
+
 }  // namespace sluice::test

@@ -176,7 +176,7 @@ TEST(RingPlan, BadOptionsAreRefusedWithAReason) {
   o.steps = 2;
   EXPECT_NE(refusal(o).find("unbounded ring hands out batches, once"), std::string::npos) << refusal(o);
   // An unbounded ring's slots may start with no memory (a file read's, whose chunks go to the
-  // caller's memory); a bounded ring's items are all of one size, which 0 bytes cannot hold.
+  // caller's memory); a bounded ring's slots are sized once, for its largest item, and must hold one.
   o = options(RingOptions::unbounded);
   o.slot_bytes = 0;
   EXPECT_EQ(refusal(o), "accepted");
