@@ -222,6 +222,7 @@ def main():
         report = {}
         verify(load(report))
         lanes = report["lanes"]
+        read_lanes = [lane for lane in lanes if lane["chunks"]]  # a lane the others left no chunk has no first read
         span = max(lane["finished_seconds"] for lane in lanes)
         s = {"setup_ms": report["setup_seconds"] * 1e3, "read_ms": report["read_seconds"] * 1e3, "lanes": len(lanes),
              "header_ms": report["header_seconds"] * 1e3, "tensors_ms": report["tensors_seconds"] * 1e3,
@@ -229,11 +230,10 @@ def main():
              "reading_share": sum(lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
              "waiting_share": sum(lane["putting_seconds"] - lane["reading_seconds"] for lane in lanes) / (span * len(lanes)),
              "first_lane_done_ms": min(lane["finished_seconds"] for lane in lanes) * 1e3, "last_lane_done_ms": span * 1e3,
-             # Lanes that read no chunk (the others took them all) have no first read.
-             "first_read_ms": min(lane["started_seconds"] for lane in lanes if lane["chunks"]) * 1e3,
+             "first_read_ms": min(lane["started_seconds"] for lane in read_lanes) * 1e3,
              "rings_made_ms": min(lane["ring_made_seconds"] for lane in lanes) * 1e3,
              "last_ring_made_ms": max(lane["ring_made_seconds"] for lane in lanes) * 1e3,
-             "last_first_read_ms": max(lane["started_seconds"] for lane in lanes if lane["chunks"]) * 1e3}
+             "last_first_read_ms": max(lane["started_seconds"] for lane in read_lanes) * 1e3}
         print(f"  one load's lanes: setup {s['setup_ms']:.1f} ms (header {s['header_ms']:.2f}, tensors {s['tensors_ms']:.2f}), "
               f"read {s['read_ms']:.1f} ms on {s['lanes']} lanes "
               f"({s['chunks_min']}-{s['chunks_max']} chunks each); in pread {s['reading_share']:.0%} of the lanes' time, "
