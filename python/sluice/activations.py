@@ -70,6 +70,11 @@ class OffloadActivations:
     for the backward (which wants them first), and the next ones start back. A tensor taken
     twice (retain_graph) or out of order is copied again.
 
+    A saved tensor changed in place after it was saved raises at the backward the RuntimeError
+    plain torch raises ("modified by an inplace operation"): torch makes that check only for what
+    it saves itself, not under saved-tensor hooks, so OffloadActivations makes it, for the tensors
+    it offloads (whose copy may hold either values) and those it leaves where they lie alike.
+
     Values are the saved tensor's, bit for bit, with its dtype, shape and strides; a tensor that
     is not dense in memory (a slice of a larger one, such as attention's q, k and v split from
     one projection) is first copied densely on the device, in the same order of strides (as
@@ -219,12 +224,12 @@ class OffloadActivations:
         base = tensor._base if tensor._is_view() else tensor
         if isinstance(base, torch.nn.Parameter) or (base.requires_grad and base.is_leaf):
             step.report.weights += 1
-            return tensor
+            return _Kept(tensor)
         nbytes = tensor.numel() * tensor.element_size()
         if nbytes < self._min_bytes:
             step.report.kept_tensors += 1
             step.report.kept_bytes += nbytes
-            return tensor
+            return _Kept(tensor)
         # A host far ahead of the GPU (a forward enqueued long before the GPU runs it) would keep
         # every tensor saved meanwhile in device memory until its copy out ran, and save none: past
         # `outgoing` tensors on their way out, it waits for the oldest copy (not under the lock, so
@@ -240,6 +245,8 @@ class OffloadActivations:
             self._copies.host_wait(oldest)
 
     def _unpack(self, saved):
+        if isinstance(saved, _Kept):
+            return saved.unpack()
         if not isinstance(saved, _Saved):
             return saved
         with self._lock:
@@ -298,11 +305,61 @@ class _Saved:
                 owner._lock.release()
 
 
+def _changed_in_place(what, now, saved):
+    """The error torch raises at the backward for a saved tensor changed in place after it was
+    saved. Torch skips its check under saved-tensor hooks, so the hooks make it themselves."""
+    return RuntimeError(
+        f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{what}] is at version {now}; expected version {saved} instead (sluice.OffloadActivations saved it; "
+        f"torch does not check tensors saved under saved-tensor hooks, so OffloadActivations does). Hint: "
+        f"clone the tensor before changing it in place, or change it before the operation that saves it.")
+
+
+def _described(t):
+    return f"{t.type()} {list(t.shape)}"
+
+
+def _version_watch(torch, tensor):
+    """A tensor that shares `tensor`'s version counter (as its views and .detach() do) and none of
+    its memory: the version of an offloaded tensor can be read after its memory is let go. Its
+    storage is emptied with the version counter left alone (set_ would count as a change of the
+    tensor itself); where torch lacks the dispatch guard for that, None."""
+    C = torch._C
+    watch = tensor.detach()  # before the guard: detach shares the version counter in the kernel the guard skips
+    try:
+        guard = C.ExcludeDispatchKeyGuard(C.DispatchKeySet(C.DispatchKey.ADInplaceOrView))
+    except (AttributeError, TypeError):
+        return None
+    try:
+        watch.set_()
+    finally:
+        del guard
+    return watch
+
+
+class _Kept:
+    """A saved tensor left where it lies (a weight, or smaller than min_bytes), with its version
+    then: unpacked, it is checked as torch checks the tensors it saves itself."""
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor):
+        self.tensor, self.version = tensor, tensor._version
+
+    def unpack(self):
+        if self.tensor._version != self.version:
+            raise _changed_in_place(_described(self.tensor), self.tensor._version, self.version)
+        return self.tensor
+
+
 class _Record:
-    __slots__ = ("nbytes", "dtype", "shape", "stride", "host", "written", "device", "ready", "stream", "pass_taken")
+    __slots__ = ("nbytes", "dtype", "shape", "stride", "host", "written", "device", "ready", "stream", "pass_taken",
+                 "version", "watch", "described")
 
     def __init__(self, nbytes, dtype, shape, stride, host):
         self.nbytes, self.dtype, self.shape, self.stride, self.host = nbytes, dtype, shape, stride, host
+        # The saved tensor's version when saved, a watch on its version (_version_watch), and how
+        # the error names it: torch checks the version of what it saves itself, not under hooks.
+        self.version, self.watch, self.described = 0, None, ""
         self.written = None  # the event of the copy to the host
         self.device = self.ready = self.stream = None  # a copy on the device: its bytes, its copy's event, its stream
         self.pass_taken = -1
@@ -330,6 +387,7 @@ class _Step:
             if not _dense(source):
                 source = source.clone()  # dense, in the same order of strides
         record = _Record(nbytes, source.dtype, tuple(source.shape), source.stride(), self._host_slice(nbytes))
+        record.version, record.watch, record.described = tensor._version, _version_watch(torch, tensor), _described(tensor)
         # The first element is the lowest address of a dense tensor: its memory is one run of bytes.
         flat = source.as_strided((source.numel(),), (1,)).view(torch.uint8)
         record.written = self.copies.copy(record.host, flat, ("d2h", len(self.records)))
@@ -379,6 +437,9 @@ class _Step:
 
     def take(self, k):
         record = self.records[k]
+        # Changed in place since it was saved: its copy may hold either values, and torch refuses it.
+        if record.watch is not None and record.watch._version != record.version:
+            raise _changed_in_place(record.described, record.watch._version, record.version)
         if record.pass_taken == self.passes:
             self.passes += 1  # a tensor taken again: another backward over the same graph (retain_graph)
             self.frontier = None

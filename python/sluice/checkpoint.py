@@ -44,7 +44,8 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     The header is read and checked before any GPU memory is taken: a truncated file, offsets that
     overlap, leave a hole or run past the end, an unknown dtype or a header over 100 MB is a
     ValueError naming the file and the tensor. A read that fails is a sluice.IoError naming the
-    file, the offset and how far the load got. Returns once every byte is on the device; torch's
+    file, the offset and how far the load got; so is a file renamed over `path` or written between
+    the header's read and the tensors' (a concurrent save, a checkpoint rotated by another job). Returns once every byte is on the device; torch's
     current stream may use the tensors at once.
 
     `_report`, a dict, gets where the time went: "setup_seconds" (header, tensors, cache check; of
@@ -96,8 +97,10 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     options = _host_executor or {}
     chunk = {} if chunk_mib is None else {"chunk_bytes": int(chunk_mib) << 20}  # None: the reader's default
     read_from = time.perf_counter()
+    # The reads open the file by path again: they refuse (sluice.IoError) a file renamed over it or
+    # written since its header was read, whose bytes would not be where the header says.
     read = _sluice._read_file_ranges(path, ranges, index, threads=threads, direct=bool(direct),
-                                     jitter_us=options.get("jitter_us", 0), **chunk)
+                                     jitter_us=options.get("jitter_us", 0), expected_file=header["file"], **chunk)
     if _report is not None:
         _report.update(read, setup_seconds=read_from - started, read_seconds=time.perf_counter() - read_from,
                        header_seconds=header_read - started, tensors_seconds=tensors_made - header_read)
@@ -106,5 +109,6 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
 
 def read_header(path):
     """A safetensors file's header, checked as load_file checks it: {"tensors": [(name, dtype,
-    shape, begin, end)], "metadata": {..}, "data_begin": .., "file_bytes": ..}, offsets absolute."""
+    shape, begin, end)], "metadata": {..}, "data_begin": .., "file_bytes": .., "file": (device,
+    inode, size, mtime_ns)}, offsets absolute; "file" says which file was read."""
     return _sluice._safetensors_header(os.fspath(path))

@@ -11,10 +11,13 @@ so that the two write the same bytes for the same tensors.
 """
 from __future__ import annotations
 
+import atexit
+import itertools
 import json
 import os
+import queue
+import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from . import _sluice
 from ._arrays import torch_or_none
@@ -33,19 +36,20 @@ class SaveHandle:
     """A save running in the background (save_file(..., background=True)).
 
     wait() returns once the file is in place (synced and renamed over the target) and re-raises
-    the save's error if it failed; done() says whether it has finished, either way."""
+    the save's error if it failed; done() says whether it has finished, either way. A save that
+    fails and whose error no wait() raises says so on stderr, naming the file and the error: once
+    it has failed and its handle is gone, or at the latest when the interpreter exits."""
 
     def __init__(self, path, run):
         self.path = path
-        self._error = None
-        self._thread = threading.Thread(target=self._run, args=(run,), name=f"sluice save {path}", daemon=False)
+        self._state = _SaveState(path)
+        self._thread = threading.Thread(target=_run_save, args=(self._state, run), name=f"sluice save {path}",
+                                        daemon=False)
         self._thread.start()
 
-    def _run(self, run):
-        try:
-            run()
-        except BaseException as e:  # noqa: BLE001 - handed to wait()
-            self._error = e
+    @property
+    def _error(self):
+        return self._state.error
 
     def done(self):
         return not self._thread.is_alive()
@@ -55,13 +59,79 @@ class SaveHandle:
         self._thread.join(timeout)
         if self._thread.is_alive():
             return False
-        if self._error is not None:
-            raise self._error
+        if self._state.error is not None:
+            with _failures_lock:
+                _unretrieved.pop(self._state.token, None)
+            raise self._state.error
         return True
+
+    def __del__(self):
+        # As asyncio's "exception was never retrieved": once the handle is gone, no wait() can
+        # raise the save's error any more, so the save says it itself (now, or when it fails).
+        state = self.__dict__.get("_state")
+        if state is None:
+            return
+        try:
+            with _failures_lock:
+                state.orphaned = True
+                failure = _unretrieved.pop(state.token, None)
+        except Exception:  # noqa: BLE001 - the module torn down at exit, after its exit hook told
+            return
+        if failure is not None:
+            _report_failure(*failure)
 
     def __repr__(self):
         state = "running" if not self.done() else ("failed" if self._error else "done")
         return f"SaveHandle({self.path!r}, {state})"
+
+
+class _SaveState:
+    """What a background save's thread shares with its handle. Not the handle itself (nor does
+    its error's traceback reach it), so that a handle dropped while its save runs is collected."""
+
+    def __init__(self, path):
+        self.path = path
+        self.error = None
+        self.orphaned = False  # the handle is gone: no wait() will raise the error
+        self.token = next(_tokens)
+
+
+def _run_save(state, run):
+    try:
+        run()
+    except BaseException as e:  # noqa: BLE001 - handed to wait(), or told on stderr
+        state.error = e
+        with _failures_lock:
+            if not state.orphaned:
+                _unretrieved[state.token] = (state.path, e)
+                return
+        _report_failure(state.path, e)
+
+
+# Background saves that failed and whose error no wait() has raised yet, whose handles are
+# still there: token -> (path, error).
+_failures_lock = threading.Lock()
+_unretrieved = {}
+_tokens = itertools.count()
+
+
+def _report_failure(path, error):
+    try:
+        print(f"sluice: the background save of {path} failed, and no wait() raised its error: "
+              f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    except Exception:  # noqa: BLE001 - no stderr left to tell it on
+        pass
+
+
+@atexit.register
+def _report_unretrieved_failures():
+    # atexit runs after threading's shutdown has joined the non-daemon threads, background saves'
+    # among them: every save is over by now, and one that failed unseen must not end in silence.
+    with _failures_lock:
+        failures = list(_unretrieved.values())
+        _unretrieved.clear()
+    for path, error in failures:
+        _report_failure(path, error)
 
 
 def save_file(tensors, path, metadata=None, *, background=False, chunk_mib=64, staging=3, threads=4):
@@ -96,7 +166,12 @@ def save_file(tensors, path, metadata=None, *, background=False, chunk_mib=64, s
     before it runs anything queued after this call, so the host never blocks and training may
     change the weights at once; this takes device memory the size of the CUDA tensors until the
     save ends. CPU tensors are copied in host memory before the call returns (host memory their
-    size, and the copy's time). A process that exits with a save in flight waits for it to end.
+    size, and the copy's time). A process that exits with a save in flight waits for it to end
+    (the file is then in place); a background save that fails and whose error no wait() raises
+    says so on stderr, naming the file and the error, at the latest when the process exits.
+
+    The new file is named after the target, "NAME.sluice-partial-XXXXXX", beside it; one that a
+    killed process left is removed by the next save of the same target.
     """
     torch = torch_or_none()
     if torch is None:
@@ -107,10 +182,18 @@ def save_file(tensors, path, metadata=None, *, background=False, chunk_mib=64, s
     header, entries, total = _plan(torch, tensors, metadata, path)
     chunk_bytes = int(chunk_mib) << 20
     if not background:
-        _write(torch, path, header, entries, total, chunk_bytes, staging, threads, streams={})
+        _write(torch, path, header, entries, total, chunk_bytes, staging, _Writers(threads), streams={})
         return None
     entries, streams = _snapshot(torch, entries)
-    return SaveHandle(path, lambda: _write(torch, path, header, entries, total, chunk_bytes, staging, threads, streams))
+    # Started here, in the caller's thread: a save still running when the script ends then has its
+    # writers already (see _Writers).
+    writers = _Writers(threads)
+    try:
+        return SaveHandle(path, lambda: _write(torch, path, header, entries, total, chunk_bytes, staging, writers,
+                                               streams))
+    except BaseException:
+        writers.shutdown()
+        raise
 
 
 def _plan(torch, tensors, metadata, path):
@@ -216,28 +299,102 @@ def _pieces(length, threads):
     return [(off, min(step, length - off)) for off in range(0, length, step)]
 
 
-def _write(torch, path, header, entries, total, chunk_bytes, staging, threads, streams):
-    sink = _sluice._FileSink(path, total)
-    progress = _Progress()
-    sink.begin()
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sluice save")
+class _Piece:
+    """One write handed to the writers; result() waits for it and re-raises its error."""
+
+    def __init__(self, fn, args):
+        self._fn, self._args = fn, args
+        self._error = None
+        self._done = threading.Event()
+
+    def run(self, cancelled):
+        if cancelled:
+            self._error = RuntimeError("not written: the save was stopping")
+        else:
+            try:
+                self._fn(*self._args)
+            except BaseException as e:  # noqa: BLE001 - handed to result()
+                self._error = e
+        self._fn = self._args = None
+        self._done.set()
+
+    def result(self):
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+
+
+class _Writers:
+    """A save's own writer threads, started when save_file is called, in the caller's thread.
+
+    Not concurrent.futures: at interpreter exit, threading's shutdown first runs concurrent.futures'
+    exit hook, after which its pools refuse new work ("cannot schedule new futures after interpreter
+    shutdown"), and only then joins the threads still running, a background save's among them: a
+    save in flight when the script ended failed there, and its file was never written. These take
+    work until their save shuts them down. Daemon threads: the save (the caller's thread, or a
+    background save's own, which is not a daemon) waits for every write it hands them, and one
+    left idle must not hold the process at exit."""
+
+    def __init__(self, count):
+        self.count = count
+        self._work = queue.SimpleQueue()
+        self._stopping = False
+        self._threads = []
+        try:
+            for _ in range(count):
+                thread = threading.Thread(target=self._serve, name="sluice save writer", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _serve(self):
+        while True:
+            piece = self._work.get()
+            if piece is None:
+                return
+            piece.run(self._stopping)
+
+    def submit(self, fn, *args):
+        piece = _Piece(fn, args)
+        self._work.put(piece)
+        return piece
+
+    def shutdown(self):
+        """Waits for the write each thread is in; those not begun are not written."""
+        self._stopping = True
+        for _ in self._threads:
+            self._work.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
+def _write(torch, path, header, entries, total, chunk_bytes, staging, writers, streams):
     copy_streams = dict(streams)
+    try:
+        sink = _sluice._FileSink(path, total)
+        progress = _Progress()
+        sink.begin()
+    except BaseException:
+        writers.shutdown()
+        raise
     try:
         try:
             sink.write(0, header)
             progress.add(len(header))
-            futures = []
+            pieces = []
             for _, t, begin, end in entries:
                 if end > begin and not t.is_cuda:
-                    futures += _submit(pool, sink, progress, begin, t.data_ptr(), end - begin, threads, None)
+                    pieces += _submit(writers, sink, progress, begin, t.data_ptr(), end - begin, None)
             cuda = [(t, begin, end) for _, t, begin, end in entries if end > begin and t.is_cuda]
             if cuda:
-                _write_staged(torch, pool, sink, progress, cuda, chunk_bytes, staging, threads, copy_streams)
-            for f in futures:
-                f.result()
+                _write_staged(torch, writers, sink, progress, cuda, chunk_bytes, staging, copy_streams)
+            for p in pieces:
+                p.result()
         finally:
             # No write may be left running when the sink commits or removes its new file.
-            pool.shutdown(wait=True, cancel_futures=True)
+            writers.shutdown()
             for stream in copy_streams.values():
                 stream.synchronize()  # nor a copy into staging memory that goes back to torch
     except BaseException as e:
@@ -250,13 +407,13 @@ def _write(torch, path, header, entries, total, chunk_bytes, staging, threads, s
     sink.commit()
 
 
-def _submit(pool, sink, progress, offset, address, length, threads, event):
+def _submit(writers, sink, progress, offset, address, length, event):
     def piece(at, n):
         if event is not None:
             event.synchronize()  # the chunk is in the staging buffer (the GIL is released meanwhile)
         sink.write(offset + at, address + at, n)
         progress.add(n)
-    return [pool.submit(piece, at, n) for at, n in _pieces(length, threads)]
+    return [writers.submit(piece, at, n) for at, n in _pieces(length, writers.count)]
 
 
 def _chunks(cuda, chunk_bytes):
@@ -279,7 +436,7 @@ def _chunks(cuda, chunk_bytes):
     return chunks
 
 
-def _write_staged(torch, pool, sink, progress, cuda, chunk_bytes, staging, threads, copy_streams):
+def _write_staged(torch, writers, sink, progress, cuda, chunk_bytes, staging, copy_streams):
     """D2H of chunk i+1 into one staging buffer while the threads write chunk i from another."""
     chunk_bytes = min(chunk_bytes, -(-sum(e - b for _, b, e in cuda) // 4096) * 4096)
     buffers = [torch.empty(chunk_bytes, dtype=torch.uint8, pin_memory=True) for _ in range(staging)]
@@ -308,7 +465,7 @@ def _write_staged(torch, pool, sink, progress, cuda, chunk_bytes, staging, threa
             else:
                 runs.append([offset, to, n])
         for offset, to, n in runs:
-            in_flight[slot] += _submit(pool, sink, progress, offset, buffer.data_ptr() + to, n, threads, event)
+            in_flight[slot] += _submit(writers, sink, progress, offset, buffer.data_ptr() + to, n, event)
     for writes in in_flight:
         for f in writes:
             f.result()

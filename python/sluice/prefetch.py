@@ -3,7 +3,9 @@ sluice::ring::BatchPrefetcher)."""
 from __future__ import annotations
 
 import collections
+import collections.abc
 import threading
+import time
 import warnings
 import weakref
 
@@ -43,9 +45,16 @@ class Prefetcher:
     reused once the loop has moved two batches on and torch's stream is past it; a batch (or a
     tensor of it) kept longer keeps its block, and the prefetcher takes new memory for later batches.
 
+    The iterable is asked for its next batch only once the batch before is read where it lies
+    (staged into page-locked memory, or, page-locked, copied to the device): an iterable that
+    refills one buffer and yields it again each time gives every batch its own values.
+
     An exception in the iterable is raised by the loop at that batch, as itself. Leaving the loop
     early, an exception in it, or Ctrl-C stops the prefetcher's thread and copies; nothing stays
     running or page-locked. Each `for` is one pass over the iterable (one epoch of a DataLoader).
+    Over an iterator (a generator, iter(loader): an object that is its own iterator), a `for` left
+    early keeps the batches it had fetched ahead, on the device, and the next `for` yields them
+    first, then goes on with the iterator, as a plain `for` over it would.
 
     state_dict() is the inner iterable's state_dict() as of the last batch the loop received,
     not the batches held ahead; load_state_dict() hands it back to the iterable (a torchdata
@@ -67,6 +76,9 @@ class Prefetcher:
             self._device = cuda_index(self._torch, device)
         self._state = None
         self._pass = None
+        # Over an iterator, a `for` left early hands the batches it fetched ahead to the next one.
+        self._iterator = isinstance(batches, collections.abc.Iterator)
+        self._carried = _Carried()
 
     @property
     def device(self):
@@ -94,6 +106,18 @@ class Prefetcher:
             raise RuntimeError("load_state_dict() while a loop over the Prefetcher runs: finish or leave it first")
         self._batches.load_state_dict(state["inner"])
         self._state = None
+        self._carried = _Carried()  # fetched ahead of the old position: the iterable resumes before them
+
+
+class _Carried:
+    """Batches one `for` over an iterator fetched ahead and did not yield, for the next `for`:
+    those the ring had copied, as the loop would have had them (with their inner state and the
+    event they are ready after), and the one the producer had in hand, not yet handed over."""
+
+    def __init__(self):
+        self.ready = collections.deque()  # (batch, state)
+        self.ready_after = None  # a torch.cuda.Event after the copies of `ready`, on the GPU
+        self.in_hand = []  # [(batch, state)]: at most one
 
 
 class _Pass:
@@ -115,15 +139,39 @@ class _Pass:
                                        daemon=True) if owner._thread else None
         self.source = None  # the iterable's iterator, walked by the loop's thread (thread=False)
         self.put = 0        # batches handed to the ring
+        self.taken = 0      # batches taken from the ring
+        self.last_put = None  # the position of the last batch handed over
+        self.held = collections.deque()  # (position, weak reference to its memory) of the last _HELD batches yielded
+        self.leaving = False  # the loop closed the pass (break, or an exception in its body)
+        self.carried, owner._carried = owner._carried, _Carried()
 
-    def hand_over(self, batch):
+    def next_batch(self, source):
+        """The iterable's next batch and its state then; StopIteration at its end. The iterable
+        runs only once the batch handed over before is read where it lies: one that refills the
+        arrays it yielded would otherwise change a batch not yet staged."""
+        if self.last_put is not None:
+            self.core.wait_read(self.last_put)
+        batch = next(source)
+        return batch, (self.owner._batches.state_dict() if self.stateful else None)
+
+    def hand_over(self, batch, state):
         flat = flatten(self.torch, batch)
-        state = self.owner._batches.state_dict() if self.stateful else None
         self.meta.append((flat.spec, state))
         # Returns at once: the ring's own thread stages the batch, and holds `flat`
         # (the arrays) until they are staged or, page-locked, copied.
-        self.core.put(flat.pieces, flat)
+        self.last_put = self.core.put(flat.pieces, flat)
         self.put += 1
+
+    def batches_in(self):
+        """The batches to hand over: the one a `for` left early had in hand, then the iterable's."""
+        while self.carried.in_hand:
+            yield self.carried.in_hand.pop(0)
+        source = iter(self.owner._batches)
+        while not self.stopping:  # the loop has left: the iterator is not asked for more
+            try:
+                yield self.next_batch(source)
+            except StopIteration:
+                return
 
     def failed(self, e):
         self.error = e
@@ -135,10 +183,12 @@ class _Pass:
                 # CUDA calls the iterable makes on this thread (PinnedCollate page-locks a worker's file
                 # as its first batch arrives) go to the prefetcher's device: a new thread's is device 0.
                 self.torch.cuda.set_device(self.owner._device)
-            for batch in self.owner._batches:
+            for batch, state in self.batches_in():
                 if self.stopping:
-                    return
-                self.hand_over(batch)
+                    # The loop has left: the batch goes to the next `for` (over an iterator), not into the ring.
+                    self.carried.in_hand.append((batch, state))
+                    break
+                self.hand_over(batch, state)
             self.core.close()
         except BaseException as e:  # noqa: BLE001 - handed to the loop, raised there as itself
             if not self.stopping:
@@ -149,7 +199,7 @@ class _Pass:
         the next take (no more: the ring's thread would wait for a take that this thread must make)."""
         while self.source is not None and self.put < taken + self.owner._ahead:
             try:
-                batch = next(self.source)
+                batch, state = next(self.source)
             except StopIteration:
                 self.source = None
                 self.core.close()
@@ -158,52 +208,94 @@ class _Pass:
                 self.source = None
                 self.failed(e)
                 return
-            self.hand_over(batch)
+            self.hand_over(batch, state)
+
+    def take(self):
+        """The next batch from the ring and its inner state; None after the last."""
+        device = self.owner._device
+        if len(self.held) == _HELD:
+            position, memory = self.held.popleft()
+            if memory() is not None:  # the loop kept a tensor of it: it keeps its block
+                self.core.keep(position)
+        stream = self.torch.cuda.current_stream(device).cuda_stream if device >= 0 else 0
+        try:
+            got = self.core.take(stream)
+        except RuntimeError:
+            if self.error is not None:
+                raise self.error from None
+            raise
+        if got is None:
+            return None
+        self.taken += 1
+        position, capsule, offsets, memory = got
+        spec, state = self.meta.popleft()
+        self.held.append((position, weakref.ref(memory)))
+        del memory  # only the batch's tensors hold it now
+        return rebuild(spec, self.torch.utils.dlpack.from_dlpack(capsule), offsets), state
 
     def batches(self):
         torch = self.torch
         device = self.owner._device
-        held = collections.deque()  # (position, weak reference to its memory) of the last _HELD batches yielded
-        from_dlpack = torch.utils.dlpack.from_dlpack
-        taken = 0
         if self.thread is not None:
             self.thread.start()
         else:
-            self.source = iter(self.owner._batches)
+            self.source = self.batches_in()
         try:
-            while True:
-                if self.thread is None:
-                    self.pull(taken)
-                if len(held) == _HELD:
-                    position, memory = held.popleft()
-                    if memory() is not None:  # the loop kept a tensor of it: it keeps its block
-                        self.core.keep(position)
-                stream = torch.cuda.current_stream(device).cuda_stream if device >= 0 else 0
-                try:
-                    got = self.core.take(stream)
-                except RuntimeError:
-                    if self.error is not None:
-                        raise self.error from None
-                    raise
-                if got is None:
-                    return
-                taken += 1
-                position, capsule, offsets, memory = got
-                spec, state = self.meta.popleft()
-                held.append((position, weakref.ref(memory)))
-                del memory  # only the batch's tensors hold it now
-                batch = rebuild(spec, from_dlpack(capsule), offsets)
+            if self.carried.ready_after is not None:
+                torch.cuda.current_stream(device).wait_event(self.carried.ready_after)
+            while self.carried.ready:  # fetched by a `for` left early, already on the device
+                batch, state = self.carried.ready.popleft()
                 if self.stateful:
                     self.owner._state = state
                 yield batch
                 del batch
+            while True:
+                if self.thread is None:
+                    self.pull(self.taken)
+                got = self.take()
+                if got is None:
+                    return
+                batch, state = got
+                if self.stateful:
+                    self.owner._state = state
+                yield batch
+                del batch, got
+        except GeneratorExit:
+            self.leaving = True
+            raise
         finally:
             self.stop()
+
+    def keep_fetched(self):
+        """A `for` over an iterator left early: the batches the ring has, taken as the loop would
+        take them and each kept in its block, and the one the producer has in hand, go to the
+        next `for`. Waits for the producer's batch in hand at most _JOIN_SECONDS."""
+        carried = self.carried
+        deadline = time.monotonic() + _JOIN_SECONDS
+        while not (self.thread is None and self.taken == self.put):  # the loop's thread: every batch put taken
+            if not self.core.ready(0.05):
+                if time.monotonic() > deadline:
+                    warnings.warn(f"the iterable has not handed over a batch in {_JOIN_SECONDS:.0f} s: the batches "
+                                  f"fetched ahead of the loop are dropped", RuntimeWarning, stacklevel=4)
+                    break
+                continue
+            got = self.take()  # as the loop's: a batch it holds keeps its block when the ring moves on
+            if got is None:
+                break
+            carried.ready.append(got)
+        if self.owner._device >= 0 and carried.ready:
+            carried.ready_after = self.torch.cuda.current_stream(self.owner._device).record_event()
+        self.owner._carried = carried
 
     def stop(self):
         if self.core is None:
             return
         self.stopping = True
+        if self.leaving and self.owner._iterator and self.error is None:
+            try:
+                self.keep_fetched()
+            except Exception:  # noqa: BLE001 - a batch that failed: the next `for` meets the iterable's error itself
+                pass
         self.core.stop()  # wakes a producer waiting in put(); the copies finish; the arrays are let go
         if self.thread is not None and self.thread.is_alive() and self.thread is not threading.current_thread():
             self.thread.join(_JOIN_SECONDS)

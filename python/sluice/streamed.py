@@ -89,9 +89,15 @@ class StreamedLayers:
 
     Device memory in training with `grads="host"`: the slots, and the gradients of a block or two
     (the block's being made while the one before is copied out). Parameters that do not require
-    grad get none. The
-    gradients go to .grad only (torch.autograd.grad over the streamed parameters gives none); a
-    backward that raises drops its gradients. During a recorded forward a block's module sees its
+    grad get none. With `grads="host"` each gradient reaches its host parameter through autograd,
+    as a resident parameter's does: the parameter's hooks (register_hook, and
+    register_post_accumulate_grad_hook where torch has it) run on it, .grad is set or added to,
+    torch.autograd.grad(loss, params) returns the gradients and leaves .grad alone, and
+    backward(inputs=...) fills only those given; a backward that raises leaves what reached .grad
+    as plain autograd leaves it. (A parameter's hook gets its gradient once its copy to the host
+    is done; the hook StreamedLayers places first on each parameter waits for it.) With
+    `grads="device"` the gradients bypass the parameters until grads_to_host(): their hooks do not
+    run, and torch.autograd.grad over them finds them unused. During a recorded forward a block's module sees its
     weights as plain tensors, not its Parameters, which it sees again after. Not supported inside
     the blocks: activation checkpointing (its recomputation runs outside the streamed forward).
 
@@ -327,6 +333,7 @@ class StreamedLayers:
             h.remove()
         if self._training is not None:
             self._training.drop()  # a backward that raised leaves its gradients staged: they go too
+            self._training.remove_hooks()
         for block, params, host, origin in zip(self._blocks, self._params, self._host, self._origin):
             del block._apply
             for p, h, where in zip(params, host, origin):

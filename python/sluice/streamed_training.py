@@ -1,16 +1,23 @@
 """Training through StreamedLayers: a forward that autograd records keeps no block's weights, the
-backward streams them in again (last block first) and each weight's gradient goes to the host
-parameter's .grad, where an optimizer over the host parameters steps them (or, with grads="device",
-to a device tensor kept across backwards until StreamedLayers.grads_to_host()).
+backward streams them in again (last block first) and each weight's gradient, copied to the host,
+goes to the host parameter through autograd (its hooks, .grad, torch.autograd.grad), where an
+optimizer over the host parameters steps them (or, with grads="device", to a device tensor kept
+across backwards until StreamedLayers.grads_to_host()).
 
 Why not autograd as it is: a block's parameters are leaves whose .data the forward points at the
 ring's memory. Autograd saves a leaf itself, so the backward would read whatever .data is then (the
 host copy, on another device than the gradient), and the leaf's AccumulateGrad keeps the device and
 dtype of the forward, so the gradient would land on the device. Instead the block's module is given,
 for the forward, each weight as a non-leaf tensor out of Streamed (below), whose backward receives
-the weight's gradient; and the tensors that the block's operations save for the backward, where
-they are the weights' memory, are saved as tokens (saved_tensors_hooks) that the backward turns back
-into the weights, streamed again through the ring."""
+the weight's gradient and gives the host parameter its copy on the host; and the tensors that the
+block's operations save for the backward, where they are the weights' memory, are saved as tokens
+(saved_tensors_hooks) that the backward turns back into the weights, streamed again through the ring.
+
+Why the copy needs a hook of its own: the gradient goes back to the parameter as a page-locked host
+tensor whose copy from the device is still queued (the backward's thread waiting for each copy
+would leave the GPU idle at every weight). Autograd runs the host parameter's AccumulateGrad on the
+thread that called backward(), which waits for that parameter's copy in a hook placed before any
+hook of the caller's, while the device's thread goes on launching the backward."""
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +36,7 @@ class Streamed(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        ctx.training.send(ctx.k, ctx.i, grad)
-        return None, None, None, None, None
+        return ctx.training.send(ctx.k, ctx.i, grad), None, None, None, None
 
 
 class Saved:
@@ -60,6 +66,11 @@ class Training:
                                for name, p in m._parameters.items() if p is not None])
         self.device = owner._device
         self.d2h = torch.cuda.Stream(self.device) if self.device >= 0 else None
+        # grads="host": id(parameter) -> the event after its gradient's last copy to the host, waited
+        # for by its hook (wait_hooks); and the Streamed uses of each parameter since the last backward.
+        self.copied = {}
+        self.wait_hooks = {}
+        self.uses = {}
         self.pushed = None  # the saved-tensor hooks pushed by the block running now
         self.current = None  # (k, memory) of the block the backward reads now
         self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
@@ -74,8 +85,7 @@ class Training:
         if self.open:  # the last backward ended in an exception
             self.drop()
         params = self.owner._params[k]
-        seen = [Streamed.apply(p, w, self, k, i) if p.requires_grad else w
-                for i, (p, w) in enumerate(zip(params, weights))]
+        seen = [self.streamed(p, w, k, i) if p.requires_grad else w for i, (p, w) in enumerate(zip(params, weights))]
         for m, name, i in self.slots[k]:
             m._parameters[name] = seen[i]
         base, end = memory.data_ptr(), memory.data_ptr() + memory.numel()
@@ -88,6 +98,33 @@ class Training:
 
         self.pushed = torch.autograd.graph.saved_tensors_hooks(pack, self.unpack)
         self.pushed.__enter__()
+
+    def streamed(self, p, weight, k, i):
+        if self.owner._grads == "host":
+            self.uses[id(p)] = self.uses.get(id(p), 0) + 1
+            if id(p) not in self.wait_hooks:
+                self.wait_hooks[id(p)] = self.hook_first(p)
+        return Streamed.apply(p, weight, self, k, i)
+
+    def hook_first(self, p):
+        """A hook on p that waits for its gradient's copy to the host, placed before the caller's
+        hooks on p (theirs, registered before or after, read the gradient once it is there)."""
+        key = id(p)
+
+        def wait_for_copy(grad):
+            event = self.copied.pop(key, None)
+            if event is not None:
+                event.synchronize()
+            return None
+
+        handle = p.register_hook(wait_for_copy)
+        p._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def remove_hooks(self):
+        for handle in self.wait_hooks.values():
+            handle.remove()
+        self.wait_hooks = {}
 
     def leave(self, k):
         self.pop()
@@ -103,10 +140,13 @@ class Training:
     # The backward.
 
     def drop(self):
-        """A backward that ended in an exception: its gradients are dropped (once their copies are done)."""
+        """A backward that ended in an exception: the gradients it kept on the device are dropped,
+        and the device memory its copies read is let go once they are done. (Those that reached
+        the host parameters stay, as plain autograd leaves them.)"""
         if self.d2h is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.d2h)
         self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
+        self.copied, self.uses = {}, {}
 
     def begin(self):
         if not self.open:
@@ -133,8 +173,10 @@ class Training:
         return piece.view(saved.dtype).as_strided(saved.shape, saved.stride)
 
     def send(self, k, i, grad):
-        """Block k's parameter i's gradient, copied to a page-locked host tensor on the copy stream once
-        the kernels that make it are done (the stream waits, never the host)."""
+        """Block k's parameter i's gradient for its host parameter: a page-locked host tensor, copied
+        on the copy stream once the kernels that make it are done (the stream waits, never the host;
+        the parameter's hook waits for the copy before autograd reads it). With grads="device",
+        none: it is kept on the device instead."""
         self.begin()
         if self.owner._grads == "device":  # kept on the device, added to the kept ones at the backward's end
             if self.d2h is not None:  # the stream that made it, where end() adds it (the forward's)
@@ -147,16 +189,23 @@ class Training:
             # (the gradient given to backward(), a hook's, another parameter's), which later adds
             # and the caller's in-place work (all_reduce, scaling) must leave alone.
             self.staged.append((self.owner._params[k][i], grad.clone(memory_format=torch.contiguous_format)))
-            return
+            return None
+        p = self.owner._params[k][i]
         if self.d2h is None:  # the host executor: the gradient is already on the host
-            host = grad.clone(memory_format=torch.contiguous_format)
+            return grad.clone(memory_format=torch.contiguous_format)
+        self.d2h.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self.d2h):
+            host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
+            host.copy_(grad, non_blocking=True)
+        self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
+        event = self.d2h.record_event()
+        if self.uses.get(id(p), 0) > 1:
+            # Used more than once in the forward: autograd adds the host gradients on this thread
+            # as they come, before the parameter's hook runs.
+            event.synchronize()
         else:
-            self.d2h.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(self.d2h):
-                host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
-                host.copy_(grad, non_blocking=True)
-            self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
-        self.staged.append((self.owner._params[k][i], host))
+            self.copied[id(p)] = event
+        return host
 
     def release(self):
         """At a block's first use in the backward, the gradients sent since the last are one block's.
@@ -175,11 +224,12 @@ class Training:
             torch.cuda.current_stream(self.device).wait_event(event)
 
     def end(self):
-        """The end of a backward: its gradients are on the host (one wait, for the last copy) and
-        go to .grad as AccumulateGrad puts them, the first set, the next ones added. Kept on the
-        device, they go to the kept gradients the same way, only now: a backward that raised before
-        its end left them as they were."""
+        """The end of a backward. Its host gradients reached their parameters through autograd
+        (hooks, then .grad or torch.autograd.grad's result). Kept on the device, they go to the kept
+        gradients as AccumulateGrad would put them, the first set, the next ones added, only now: a
+        backward that raised before its end left them as they were."""
         staged, self.staged, self.open, self.current = self.staged, [], False, None
+        self.uses = {}
         if self.owner._grads == "device":
             # end() may run on an autograd thread whose current stream is not the one that made them.
             kept, stream = self.owner._kept, self.owner._kept_stream
@@ -190,15 +240,11 @@ class Training:
                     else:
                         kept[id(p)] = g
             return
+        # The host gradients went to the parameters through autograd, each after its copy: the
+        # device memory the copies read is let go now.
         if self.d2h is not None:
             self.d2h.synchronize()
-        self.sending, self.copying = [], []
-        with torch.no_grad():
-            for p, g in staged:
-                if p.grad is None:
-                    p.grad = g
-                else:
-                    p.grad.add_(g)
+        self.sending, self.copying, self.copied = [], [], {}
 
 
 # Gradients kept on the device (grads="device"), across backwards until grads_to_host().

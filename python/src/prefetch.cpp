@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -112,6 +114,30 @@ class PyPrefetcher {
     changed_.notify_all();
     return position;
   }
+  // With the GIL, which it lets go while it waits: returns once the batch at `position` is read
+  // where it lies - staged into the ring's page-locked slot, or, page-locked, copied to the
+  // device - or the prefetcher stopped or failed. A producer that refills the arrays it handed
+  // over (one buffer, yielded again and again) may then write them.
+  void wait_read(std::size_t position) {
+    py::gil_scoped_release release;
+    bool page_locked = false;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || fed_all_ || fed_ > position; });
+      if (stopping_ || fed_all_) return;
+      page_locked = fed_page_locked_.count(position) > 0;
+      fed_page_locked_.erase(position);
+    }
+    // Read by the copy itself: the host polls the copy (no event to block on per position).
+    for (auto nap = std::chrono::microseconds(20); page_locked && !prefetcher_->copied(position);
+         nap = std::min(nap * 2, std::chrono::microseconds(1000))) {
+      {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return;
+      }
+      std::this_thread::sleep_for(nap);
+    }
+  }
   void close() { enqueue({Kind::close, {}, nullptr, false, {}}); }
   void fail(std::string what) { enqueue({Kind::fail, {}, nullptr, false, std::move(what)}); }
 
@@ -195,8 +221,13 @@ class PyPrefetcher {
         changed_.notify_all();
         return;
       }
-      std::lock_guard lock(mutex_);
-      done_.push_back({position++, w.keep, w.page_locked});
+      {
+        std::lock_guard lock(mutex_);
+        if (w.page_locked) fed_page_locked_.insert(position);
+        done_.push_back({position++, w.keep, w.page_locked});
+        fed_ = position;
+      }
+      changed_.notify_all();
     }
   }
 
@@ -225,6 +256,8 @@ class PyPrefetcher {
   std::deque<Work> queue_;
   std::deque<Done> done_;
   std::size_t queued_ = 0;
+  std::size_t fed_ = 0;  // batches the feeder has put into the prefetcher (staged)
+  std::set<std::size_t> fed_page_locked_;  // ... of which these hold page-locked pieces, until wait_read()
   bool stopping_ = false;
   bool fed_all_ = false;  // the feeder has stopped: a batch failed to stage
   std::thread feeder_;  // last: starts when everything above exists
@@ -255,6 +288,14 @@ void bind_prefetcher(py::module_& m) {
              return p.put(std::move(pieces), std::move(keep), page_locked);
            },
            py::arg("leaves"), py::arg("keep"), "hands a batch over; `keep` holds its arrays until they are copied")
+      .def("ready",
+           [](PyPrefetcher& p, double seconds) {
+             py::gil_scoped_release release;
+             return p.prefetcher().ready_within(std::chrono::milliseconds(static_cast<long>(seconds * 1000)));
+           },
+           py::arg("seconds"), "whether take() would return without waiting for the producer, waiting up to `seconds`")
+      .def("wait_read", &PyPrefetcher::wait_read, py::arg("position"),
+           "waits until the batch at `position` is read where it lies (staged, or page-locked: copied)")
       .def("close", &PyPrefetcher::close)
       .def("fail", &PyPrefetcher::fail)
       .def("keep", [](PyPrefetcher& p, std::size_t position) { p.prefetcher().keep(position); })

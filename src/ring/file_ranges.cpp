@@ -80,7 +80,13 @@ class ChunkedFile {
                                               o.staging - 1, o.ahead));
     detail::DescriptorGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) throw IoError(name_, 0, "cannot open for reading: " + detail::errno_text(errno));
-    const std::uint64_t size = detail::file_size(fd.get(), name_);
+    opened_ = detail::identify(fd.get(), name_);
+    // The ranges were planned from a header read earlier, by path: a file renamed over the path
+    // since (a concurrent save, a checkpoint rotated by another job) or written since would give
+    // its bytes at the old file's offsets.
+    if (o.expected_file && !opened_.unchanged_since(*o.expected_file))
+      throw replaced(*o.expected_file, opened_, "was replaced or changed after its header was read");
+    const std::uint64_t size = opened_.size;
     for (const FileRange& r : ranges) {
       if (r.bytes > 0 && !r.to) throw std::invalid_argument("file read: a range has no memory to read into");
       if (r.offset > size || r.bytes > size - r.offset)
@@ -88,7 +94,16 @@ class ChunkedFile {
                       fmt::format("a range of {} bytes at offset {} runs past the file's end ({} bytes)", r.bytes, r.offset, size));
       cut(r, o.chunk_bytes);
     }
-    if (o.direct) direct_fd_ = detail::open_direct_at(AT_FDCWD, name_, O_RDONLY);
+    if (o.direct) {
+      // Opened by path again: it must be the file the first descriptor holds.
+      detail::DescriptorGuard direct(detail::open_direct_at(AT_FDCWD, name_, O_RDONLY));
+      if (direct.get() >= 0) {
+        if (const auto other = detail::identify(direct.get(), name_); !other.same_file(opened_))
+          throw replaced(o.expected_file.value_or(opened_), other,
+                         o.expected_file ? "was replaced or changed after its header was read" : "was replaced while it was opened");
+        direct_fd_ = direct.release();
+      }
+    }
     fd_ = fd.release();
   }
   ~ChunkedFile() {
@@ -105,7 +120,18 @@ class ChunkedFile {
   // The chunk's file bytes into `slot` (4096-aligned, for O_DIRECT), on the calling thread.
   void read(const Chunk& c, std::byte* slot) const { read_piece_at(c.start, slot, c.read); }
 
+  // After the reads: a file written while it was read (another size or modification time than
+  // when it was opened) left bytes of its old and new contents mixed in the caller's memory.
+  void check_unchanged() const {
+    if (const auto now = detail::identify(fd_, name_); !now.unchanged_since(opened_))
+      throw replaced(opened_, now, "changed while it was being read (the bytes read may mix its old and new contents)");
+  }
+
  private:
+  IoError replaced(const detail::FileIdentity& then, const detail::FileIdentity& now, const std::string& what) const {
+    return IoError(name_, 0, what + ": " + detail::what_changed(then, now));
+  }
+
   // A range's bytes go into the last chunk while they fit its window and
   // follow it closely; else into new chunks from the page under them.
   void cut(const FileRange& r, std::size_t chunk_bytes) {
@@ -137,6 +163,7 @@ class ChunkedFile {
   }
 
   std::string name_;
+  detail::FileIdentity opened_;
   int fd_ = -1;
   int direct_fd_ = -1;
   std::vector<Chunk> chunks_;
@@ -347,6 +374,7 @@ FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<con
       });
   }
   ledger.rethrow(file);
+  file.check_unchanged();
   for (const Chunk& c : chunks) report.bytes += c.bytes();
   return report;
 }
@@ -382,6 +410,7 @@ FileReadReport read_file_ranges_to_host(const std::filesystem::path& path, std::
       });
   }
   if (error) std::rethrow_exception(error);
+  file.check_unchanged();
   for (const Chunk& c : chunks) report.bytes += c.read;
   return report;
 }

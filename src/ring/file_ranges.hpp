@@ -25,9 +25,11 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "pipeline/spans/file_calls.hpp"
 #include "ring/ring_executor.hpp"
 
 namespace sluice::ring {
@@ -51,6 +53,11 @@ struct FileReadOptions {
   // O_DIRECT where the file system takes it: reads skip the page cache (for a file that is
   // not cached and will not be read again). Unaligned heads and tails are read through the cache.
   bool direct = false;
+  // The file the reads must come from, as it was when its header was read
+  // (weights::SafetensorsHeader::file): a file renamed over the path since, or
+  // written since (another size or modification time), is an IoError before a
+  // byte is read. None: whatever file the path names when the read opens it.
+  std::optional<sluice::detail::FileIdentity> expected_file = std::nullopt;
 };
 
 // Where one lane's time went: which engine held the read back. Reading most
@@ -83,11 +90,14 @@ std::size_t file_read_lanes(const FileReadOptions& options, std::size_t chunks);
 // host waits for each lane's last copy, so any stream may use the memory
 // after. The caller's memory must have no work pending on any stream.
 // Refuses, before any read: bad options and a range without memory
-// (std::invalid_argument), a file that cannot be opened or a range past its
-// end (IoError naming the file); what make_executor throws. A read that fails
-// or finds the file shorter stops every lane and is an IoError naming the
-// file, the offset, the chunk and how many other chunks were on the device by
-// then (each chunk is copied whole or not at all).
+// (std::invalid_argument), a file that cannot be opened, is not
+// options.expected_file or has a range past its end (IoError naming the file);
+// what make_executor throws. A read that fails or finds the file shorter stops
+// every lane and is an IoError naming the file, the offset, the chunk and how
+// many other chunks were on the device by then (each chunk is copied whole or
+// not at all). A file whose size or modification time changed while it was
+// read is an IoError once every byte is copied: the memory holds bytes of a
+// file that was being written.
 FileReadReport read_file_ranges(const std::filesystem::path& path, std::span<const FileRange> ranges,
                                 const MakeExecutor& make_executor, const FileReadOptions& options);
 

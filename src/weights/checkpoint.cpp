@@ -83,12 +83,13 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOp
   bool direct = options.direct == CheckpointOptions::Direct::yes;
   if (options.direct == CheckpointOptions::Direct::automatic)
     direct = ring::cached_fraction(path, header.data_begin, data_bytes) < direct_below;
-  // Tensors lie end to end, so one range covers them all.
+  // Tensors lie end to end, so one range covers them all. The reads open the file by path again:
+  // they must find the file whose header planned them, not one renamed over it since.
   const ring::FileRange range{header.data_begin, data_bytes, memory.get()};
   ring::read_file_ranges(
       path, {&range, 1},
       [device](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(device, 0, ring::file_read_staging_wait); },
-      {.chunk_bytes = options.chunk_bytes, .threads = options.threads, .direct = direct});
+      {.chunk_bytes = options.chunk_bytes, .threads = options.threads, .direct = direct, .expected_file = header.file});
   out.memory = CheckpointMemory(std::move(memory), data_bytes, device);
   return out;
 }

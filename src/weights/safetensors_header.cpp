@@ -8,15 +8,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <functional>
-#include <limits>
-#include <nlohmann/json.hpp>
-#include <set>
 #include <stdexcept>
 #include <utility>
 
 #include "core/read_fully.hpp"
 #include "sluice/core/io_error.hpp"
+#include "weights/safetensors_header_parse.hpp"
 
 namespace sluice::weights {
 
@@ -45,113 +42,8 @@ constexpr std::array<DTypeFacts, 22> dtypes{{
 
 const DTypeFacts& facts(DType dtype) { return dtypes.at(static_cast<std::size_t>(dtype)); }
 
-using Json = nlohmann::json;
-
-std::invalid_argument refusal(const std::string& path, const std::string& what) {
-  return std::invalid_argument((path.empty() ? std::string("safetensors file") : path) + ": " + what);
-}
-
-std::string named(std::string_view name) { return "'" + std::string(name) + "'"; }
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-// nlohmann keeps the last of two equal keys without a word, and the format
-// forbids them: this watches the keys of every object as the parser meets them.
-struct DuplicateKeys {
-  struct Level {
-    std::set<std::string> keys;
-    std::string name;  // the key this object is the value of
-  };
-  std::vector<Level> open;
-  std::string last_key;
-  std::optional<std::string> found;  // the first duplicate, described
-
-  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) {
-      open.push_back({{}, last_key});
-    } else if (event == Json::parse_event_t::object_end) {
-      if (!open.empty()) open.pop_back();
-    } else if (event == Json::parse_event_t::key && !open.empty()) {
-      last_key = parsed.get<std::string>();
-      if (!open.back().keys.insert(last_key).second && !found)
-        found = open.size() == 1 ? "tensor name " + named(last_key) + " appears twice in the header"
-                                 : "key " + named(last_key) + " appears twice in " + named(open.back().name);
-    }
-    return true;
-  }
-};
-
-std::map<std::string, std::string> read_metadata(const Json& value, const std::string& path) {
-  std::map<std::string, std::string> metadata;
-  if (value.is_null()) return metadata;  // the reference reader takes null as no metadata
-  if (!value.is_object())
-    throw refusal(path, "__metadata__ is a JSON " + std::string(value.type_name()) + ", not an object of strings");
-  for (const auto& [key, v] : value.items()) {
-    if (!v.is_string())
-      throw refusal(path, "__metadata__ " + named(key) + " is a JSON " + v.type_name() +
-                              ", not a string (the format allows only string values)");
-    metadata.emplace(key, v.get<std::string>());
-  }
-  return metadata;
-}
-
-const Json& field(const Json& tensor, const char* key, const std::string& name, const std::string& path) {
-  const auto it = tensor.find(key);
-  if (it == tensor.end()) throw refusal(path, "tensor " + named(name) + " has no \"" + key + "\"");
-  return *it;
-}
-
-// The tensor's entry with offsets still relative to the data; every check that
-// needs only the entry itself is made here.
-TensorEntry read_tensor(const std::string& name, const Json& value, const std::string& path) {
-  const std::string who = "tensor " + named(name);
-  if (!value.is_object())
-    throw refusal(path, who + " is a JSON " + value.type_name() + ", not an object of dtype, shape and data_offsets");
-  TensorEntry entry;
-  entry.name = name;
-
-  const Json& dtype = field(value, "dtype", name, path);
-  if (!dtype.is_string()) throw refusal(path, who + ": dtype is a JSON " + dtype.type_name() + ", not a string");
-  const auto known = dtype_from(dtype.get<std::string>());
-  if (!known) throw refusal(path, who + ": unknown dtype " + named(dtype.get<std::string>()));
-  entry.dtype = *known;
-
-  const Json& shape = field(value, "shape", name, path);
-  if (!shape.is_array()) throw refusal(path, who + ": shape is a JSON " + shape.type_name() + ", not an array");
-  for (const Json& d : shape) {
-    if (d.is_number_integer() && !d.is_number_unsigned())
-      throw refusal(path, who + ": shape " + shape.dump() + " has a negative dimension");
-    if (!d.is_number_unsigned() || d.get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max())
-      throw refusal(path, who + ": shape " + shape.dump() + " has a dimension that is not an integer of 63 bits");
-    entry.shape.push_back(d.get<std::int64_t>());
-  }
-
-  const Json& offsets = field(value, "data_offsets", name, path);
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-    throw refusal(path, who + ": data_offsets " + offsets.dump() + " is not [begin, end] of two unsigned integers");
-  entry.begin = offsets[0].get<std::uint64_t>();
-  entry.end = offsets[1].get<std::uint64_t>();
-  if (entry.end < entry.begin) throw refusal(path, who + ": data_offsets " + offsets.dump() + " end before they begin");
-
-  // Elements times bits, refusing what overflows 64 bits, as the reference reader does.
-  std::uint64_t bits = facts(entry.dtype).bits;
-  for (const std::int64_t d : entry.shape)
-    if (__builtin_mul_overflow(bits, static_cast<std::uint64_t>(d), &bits))
-      throw refusal(path, who + ": shape " + shape_text(entry.shape) + " of " + std::string(to_string(entry.dtype)) +
-                              " is more bytes than 64 bits count");
-  if (bits % 8 != 0)
-    throw refusal(path, who + ": shape " + shape_text(entry.shape) + " of " + std::string(to_string(entry.dtype)) +
-                            " is " + std::to_string(bits) + " bits, not a whole number of bytes");
-  if (entry.bytes() != bits / 8)
-    throw refusal(path, who + ": data_offsets " + offsets.dump() + " hold " + std::to_string(entry.bytes()) +
-                            " bytes, but shape " + shape_text(entry.shape) + " of " +
-                            std::string(to_string(entry.dtype)) + " is " + std::to_string(bits / 8) + " bytes");
-  return entry;
-}
+using header_json::named;
+using header_json::refusal;
 
 // The tensors, sorted by offset, must tile the data bytes exactly: no hole
 // (room for a second file hidden in the first), no overlap, nothing past the end.
@@ -238,27 +130,14 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> first_byte
   if (first_bytes.size() - 8 < n)
     throw std::invalid_argument("parse_safetensors_header: given " + std::to_string(first_bytes.size()) +
                                 " bytes, but the header's size asks for 8 + " + std::to_string(n));
-  const auto* text = reinterpret_cast<const char*>(first_bytes.data() + 8);
+  const std::string_view text(reinterpret_cast<const char*>(first_bytes.data() + 8), n);
 
-  DuplicateKeys duplicates;
-  Json root;
-  try {
-    root = Json::parse(text, text + n, std::ref(duplicates));
-  } catch (const Json::parse_error& e) {
-    throw refusal(path, std::string("the header is not JSON: ") + e.what());
-  }
-  if (!root.is_object()) throw refusal(path, std::string("the header is a JSON ") + root.type_name() + ", not an object");
-  if (duplicates.found) throw refusal(path, *duplicates.found);
-
+  header_json::Parsed json = header_json::parse(text, path);
   SafetensorsHeader header;
+  header.tensors = std::move(json.tensors);
+  header.metadata = std::move(json.metadata);
   header.data_begin = 8 + n;
   header.file_bytes = file_bytes;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__")
-      header.metadata = read_metadata(value, path);
-    else
-      header.tensors.push_back(read_tensor(key, value, path));
-  }
   // Writers order tensors by offset, but older ones ordered them by name; the
   // reference reader sorts, and so does this one.
   std::stable_sort(header.tensors.begin(), header.tensors.end(), [](const TensorEntry& a, const TensorEntry& b) {
@@ -277,11 +156,13 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   struct stat st {};
   if (::fstat(file.fd, &st) != 0) throw IoError(path, 0, std::string("cannot stat: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) throw IoError(path, 0, "not a regular file");
-  const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+  // Which file this is: its tensors are read later, by path, and must come from this file as it is now.
+  const sluice::detail::FileIdentity identity = sluice::detail::identify(file.fd, path);
+  const std::uint64_t file_bytes = identity.size;
 
   std::vector<std::byte> bytes(8);
   const auto read = [&](std::size_t from) {
-    const detail::ReadOutcome r = detail::read_fully(file.fd, bytes.data() + from, bytes.size() - from, from);
+    const sluice::detail::ReadOutcome r = sluice::detail::read_fully(file.fd, bytes.data() + from, bytes.size() - from, from);
     if (r.error != 0)
       throw IoError(path, from + r.done, std::string("read of the safetensors header failed: ") + std::strerror(r.error));
     return from + r.done;
@@ -292,7 +173,11 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   bytes.resize(8 + n);
   if (read(8) < bytes.size())
     throw IoError(path, 8, "the file ended inside its safetensors header (truncated while being read?)");
-  return parse_safetensors_header(bytes, file_bytes, path);
+  SafetensorsHeader header = parse_safetensors_header(bytes, file_bytes, path);
+  if (const auto now = sluice::detail::identify(file.fd, path); !now.unchanged_since(identity))
+    throw IoError(path, 0, "changed while its safetensors header was being read: " + sluice::detail::what_changed(identity, now));
+  header.file = identity;
+  return header;
 }
 
 }  // namespace sluice::weights

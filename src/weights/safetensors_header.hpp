@@ -14,6 +14,9 @@
 // the first to the last with no hole and no overlap, each exactly its shape
 // times its dtype's size, and the file ends where the last tensor does. The
 // reference reader refuses headers over 100 MB (decimal); so does this one.
+// A checkpoint is untrusted input: the header is checked as it is parsed, and
+// one nested deeper than 8 levels or with a shape of more than 64 dimensions
+// is refused at once (safetensors_header_parse.hpp says why those bounds).
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -22,6 +25,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "pipeline/spans/file_calls.hpp"
 
 namespace sluice::weights {
 
@@ -74,6 +79,10 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
   std::uint64_t data_begin = 0;  // 8 + N: where the first tensor's bytes start
   std::uint64_t file_bytes = 0;  // where the last tensor's bytes end
+  // The file read_safetensors_header read (none for a header parsed from bytes): its tensors'
+  // bytes must be read from that file as it was then (ring::FileReadOptions::expected_file), not
+  // from one renamed over its path since or written in place.
+  std::optional<sluice::detail::FileIdentity> file;
 };
 
 // The reference reader's limit on N.
@@ -91,8 +100,10 @@ std::uint64_t safetensors_header_bytes(std::span<const std::byte, 8> first8, std
 SafetensorsHeader parse_safetensors_header(std::span<const std::byte> first_bytes, std::uint64_t file_bytes,
                                            const std::string& path = {});
 
-// Reads the first 8 + N bytes of the file at `path` and parses them: sluice::IoError
-// when the file cannot be opened or read, std::invalid_argument for what parsing refuses.
+// Reads the first 8 + N bytes of the file at `path` and parses them, recording
+// which file it read (SafetensorsHeader::file): sluice::IoError when the file
+// cannot be opened or read or changes while it is, std::invalid_argument for
+// what parsing refuses.
 SafetensorsHeader read_safetensors_header(const std::string& path);
 
 }  // namespace sluice::weights

@@ -1,7 +1,9 @@
 // A file -> file run killed with SIGKILL at any point leaves its target either
 // the file it was replacing or the complete new one, never a mix: stopped at
 // each kind of step and killed there, then killed after delays spread over a
-// whole run, so that kills land inside writes, syncs and the rename.
+// whole run, so that kills land inside writes, syncs and the rename. The new
+// file a killed run leaves is removed by the next run of that target, and not
+// while the run that writes it lives.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -59,7 +61,7 @@ class FileRunKilled : public ::testing::Test {
     std::size_t beside = 0;
     for (const auto& name : names_in(dir_.path())) {
       if (name == "in.bin" || name == "out.bin") continue;
-      EXPECT_EQ(name.rfind(".out.bin.sluice-", 0), 0u) << when << ": " << name << " beside the target";
+      EXPECT_EQ(name.rfind("out.bin.sluice-partial-", 0), 0u) << when << ": " << name << " beside the target";
       ++beside;
     }
     EXPECT_LE(beside, 1u) << when;
@@ -120,4 +122,53 @@ TEST_F(FileRunKilled, AnywhereLeavesTheOldFileOrTheCompleteNewOne) {
   }
   std::printf("%d kills: %d left the old file, %d the new one\n", kills, old_files, new_files);
   EXPECT_EQ(old_files + new_files, kills);
+}
+
+TEST_F(FileRunKilled, TheNextRunRemovesTheNewFilesOfKilledRunsButNotOfALiveOne) {
+  reset();
+  const auto partials = [&] {
+    std::vector<std::string> found;
+    for (const auto& name : names_in(dir_.path()))
+      if (name.rfind("out.bin.sluice-partial-", 0) == 0) found.push_back(name);
+    return found;
+  };
+  const auto killed_at = [&](std::size_t step) {
+    auto child = start(step);
+    EXPECT_TRUE(child->wait_until_stopped()) << child->wait().message;
+    child->kill();
+    EXPECT_TRUE(child->wait().killed);
+  };
+  // Runs killed one after another (the preemptions): each leaves its new file, the
+  // output's full size, and each run after one removes the file the one before left.
+  std::vector<std::string> before;
+  for (std::size_t stop : {std::size_t{0}, chunks / 2, chunks}) {
+    killed_at(stop);
+    const auto now = partials();
+    ASSERT_EQ(now.size(), 1u) << "killed after step " << stop
+                              << ": a killed run's new file was not removed, or none was left";
+    EXPECT_NE(now, before) << "killed after step " << stop;
+    EXPECT_EQ(std::filesystem::file_size(dir_ / now[0]), new_.size());
+    before = now;
+  }
+
+  // A run stopped midway, alive: its new file is in use (another process holds its lock).
+  auto live = start(chunks / 2);
+  ASSERT_TRUE(live->wait_until_stopped()) << live->wait().message;
+  const auto live_file = partials();
+  ASSERT_EQ(live_file.size(), 1u) << "the killed run's file stayed, or the live run made none";
+  EXPECT_NE(live_file, before);
+  // Another run killed beside it, then a whole run: the killed one's file goes, the live one's stays.
+  killed_at(chunks / 2);
+  ASSERT_EQ(partials().size(), 2u) << "a run removed the file of a live one, or a killed run left none";
+  run_file_to_file(FileRun(input_, target_, items / chunks));
+  EXPECT_EQ(difference(target_, new_), "");
+  EXPECT_EQ(partials(), live_file);
+
+  // Once that run is killed too, the next run removes its file.
+  live->kill();
+  ASSERT_TRUE(live->wait().killed);
+  EXPECT_EQ(partials(), live_file);
+  run_file_to_file(FileRun(input_, target_, items / chunks));
+  EXPECT_EQ(difference(target_, new_), "");
+  EXPECT_EQ(names_in(dir_.path()), (std::vector<std::string>{"in.bin", "out.bin"}));
 }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -85,7 +86,8 @@ TEST(FileSink, TheTargetChangesOnlyAtCommit) {
   sink.begin_run();
   const auto beside = left_behind(dir.path(), {"out.bin"});
   ASSERT_EQ(beside.size(), 1u) << "no new file beside the target";
-  EXPECT_EQ(beside[0].rfind(".out.bin.sluice-", 0), 0u) << beside[0];
+  // Named for its target and not hidden, so that one a killed run left says what it is.
+  EXPECT_EQ(beside[0].rfind("out.bin.sluice-partial-", 0), 0u) << beside[0];
   put(sink, next, {150, 300});  // pieces in any order
   put(sink, next, {0, 150});
   EXPECT_EQ(difference(target, as_bytes(old)), "") << "the target changed before commit";
@@ -100,6 +102,64 @@ TEST(FileSink, TheTargetChangesOnlyAtCommit) {
   sink.commit();
   EXPECT_EQ(difference(target, as_bytes(third)), "");
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"out.bin"});
+}
+
+TEST(FileSink, ARunRemovesTheNewFilesKilledRunsOfItsTargetLeftButNoneInUse) {
+  // A run killed before commit leaves its new file, the output's full size (tests/host/
+  // test_file_run_killed.cpp kills real ones). Made by hand here: nothing holds them.
+  ScratchDir dir;
+  const auto target = dir / "out.bin";
+  const auto old = pattern(1000, 1), next = pattern(300, 2), other = pattern(200, 3);
+  write_items(target, old);
+  // Not this target's, or not what a sink names its new files: left alone.
+  const std::vector<std::string> kept = {
+      "other.bin.sluice-partial-k3x9qa",   // another target's
+      ".out.bin.sluice-k3x9qa",            // an earlier version's (its writers took no lock: it may be in use)
+      "out.bin.sluice-partial-notes.txt",  // a name of the user's
+      "xout.bin.sluice-partial-k3x9qa",    // another target's
+      "out.bin.sluice-partial-lnk123",     // a symbolic link, to a file that stays as it is
+      "out.bin.sluice-partial-dir123"};    // a directory
+  for (std::size_t i = 0; i < 4; ++i) write_items(dir / kept[i], pattern(10, 5));
+  write_items(dir / "linked.bin", pattern(10, 6));
+  std::filesystem::create_symlink("linked.bin", dir / kept[4]);
+  std::filesystem::create_directory(dir / kept[5]);
+
+  // Another sink's run of the same target is in progress: its new file is in use.
+  FileSink first(target, 4, 200);
+  first.begin_run();
+  auto known = kept;
+  known.insert(known.end(), {"out.bin", "linked.bin"});
+  const auto in_use = left_behind(dir.path(), known);
+  ASSERT_EQ(in_use.size(), 1u) << "the first run made no new file, or more than one";
+  for (const char* stale : {"out.bin.sluice-partial-k3x9qa", "out.bin.sluice-partial-000000"})
+    write_items(dir / stale, pattern(5000, 4));
+  put(first, other, {0, 100});
+
+  FileSink second(target, 4, 300);
+  second.begin_run();
+  put(second, next, {0, 300});
+  second.commit();
+  EXPECT_EQ(difference(target, as_bytes(next)), "");
+  auto expected = kept;
+  expected.insert(expected.end(), {"out.bin", "linked.bin", in_use[0]});
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names_in(dir.path()), expected) << "the stale new files stayed, or a file not stale went";
+  EXPECT_EQ(difference(dir / "linked.bin", as_bytes(pattern(10, 6))), "");
+
+  // The run in progress goes on as if nothing happened.
+  put(first, other, {100, 200});
+  first.commit();
+  EXPECT_EQ(difference(target, as_bytes(other)), "");
+  std::erase(expected, in_use[0]);
+  EXPECT_EQ(names_in(dir.path()), expected);
+
+  // A run in place removes them too.
+  write_items(dir / "out.bin.sluice-partial-zz99zz", pattern(5000, 4));
+  FileSink in_place_sink(target, 4, 300, in_place());
+  in_place_sink.begin_run();
+  put(in_place_sink, next, {0, 300});
+  in_place_sink.commit();
+  EXPECT_EQ(names_in(dir.path()), expected);
 }
 
 TEST(FileSink, ARunRefusedAfterBeginRunLeavesTheTargetAsItWas) {

@@ -100,7 +100,7 @@ TEST(FileSinkDurability, InPlaceTheTargetIsSyncedAfterItsLastWrite) {
 
 TEST(FileSinkDurability, TheOrderCheckCatchesEachMissingStep) {
   // The check itself, on sequences that each leave one step out or put it in the wrong place.
-  const std::string dir = "/d", target = "/d/out", tmp = "/d/.out.sluice-x";
+  const std::string dir = "/d", target = "/d/out", tmp = "/d/out.sluice-partial-x";
   const RecordedCall write{FileCall::pwrite, tmp, "", 4}, sync{FileCall::fsync, tmp, "", 0},
       rename{FileCall::renameat, tmp, target, 0}, dir_sync{FileCall::fsync, dir, "", 0};
   EXPECT_EQ(replacement_problem({write, sync, rename, dir_sync}, target, dir), "");

@@ -67,9 +67,9 @@ INSTANTIATE_TEST_SUITE_P(
     EveryCall, FileSinkFault,
     ::testing::Values(Fault{FileCall::fallocate, ENOSPC, "cannot reserve 400000 bytes"},
                       Fault{FileCall::ftruncate, EFBIG, "cannot size its new file"},
-                      Fault{FileCall::pwrite, ENOSPC, "write of 40000 bytes at offset 0 into its new file .out.bin.sluice-"},
-                      Fault{FileCall::fsync, EIO, "syncing its new file .out.bin.sluice-"},
-                      Fault{FileCall::close, EIO, "closing its new file .out.bin.sluice-"},
+                      Fault{FileCall::pwrite, ENOSPC, "write of 40000 bytes at offset 0 into its new file out.bin.sluice-partial-"},
+                      Fault{FileCall::fsync, EIO, "syncing its new file out.bin.sluice-partial-"},
+                      Fault{FileCall::close, EIO, "closing its new file out.bin.sluice-partial-"},
                       Fault{FileCall::renameat, EIO, "cannot rename its new file"}),
     [](const auto& test) { return to_string(test.param.call); });
 

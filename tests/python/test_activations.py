@@ -451,3 +451,79 @@ def test_gpu_peak_memory_drops_and_the_pinned_pool_stops_growing(gpu_behind):
     assert offloaded < 0.7 * plain, (offloaded, plain)
     assert pools[1:] == pools[:1] * 3, pools
     assert offload.last_step.offloaded_bytes > 0.5 * plain
+
+
+def _saved_then_changed_in_place(torch, offload, min_bytes, lag):
+    """x -> a = x * 2 -> b = a.sin() (saves a) -> a.mul_(3) -> backward: plain torch refuses it."""
+    x = torch.linspace(-1, 1, 4096, requires_grad=True)
+    context = offload if offload is not None else _nothing()
+    with context:
+        a = x * 2
+        b = a.sin()
+        a.mul_(3)  # after sin saved it: its backward would read the changed values
+    return b.sum()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("min_bytes, lag", [(1, 10**6), (1, 0), (1 << 30, 0)],
+                         ids=["copy-out-still-running-as-the-forward-ends", "copy-out-seen-done-after-the-change", "kept-below-min-bytes"])
+def test_a_saved_tensor_changed_in_place_raises_as_plain_torch_does(min_bytes, lag):
+    torch = torch_or_skip()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as plain:
+        _saved_then_changed_in_place(torch, None, min_bytes, lag).backward()
+    offload = sluice.OffloadActivations(min_bytes=min_bytes, _host_executor={"lag": lag, **SMALL})
+    loss = _saved_then_changed_in_place(torch, offload, min_bytes, lag)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as offloaded:
+        loss.backward()
+    assert "is at version 1; expected version 0" in str(plain.value)
+    assert "is at version 1; expected version 0" in str(offloaded.value)
+    # The pool is still usable after the refused backward: an unchanged step gives torch's gradients.
+    del loss
+    gc.collect()
+    x = torch.linspace(-1, 1, 4096, requires_grad=True)
+    with offload:
+        y = (x * 2).sin().sum()
+    y.backward()
+    assert torch.equal(x.grad, 2 * torch.cos(torch.linspace(-1, 1, 4096) * 2))
+
+
+def _changed_through_a_view_after_its_copy_ran(torch, offload):
+    x = torch.linspace(-1, 1, 4096, requires_grad=True)
+    with offload if offload is not None else _nothing():
+        a = x * 2
+        view = a[:10]
+        b = a.sin()
+        other = (x * 3).cos()  # a later save sees a's copy done: a's memory is let go
+        del a
+        view.mul_(3)  # a, changed through the view the loop kept
+    return b.sum() + other.sum()
+
+
+def test_a_saved_tensor_changed_through_a_view_after_its_copy_ran_raises_as_plain_torch_does():
+    torch = torch_or_skip()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        _changed_through_a_view_after_its_copy_ran(torch, None).backward()
+    offload = sluice.OffloadActivations(min_bytes=1, _host_executor={"lag": 0, **SMALL})
+    loss = _changed_through_a_view_after_its_copy_ran(torch, offload)
+    assert not offload._reading or all(r.nbytes != 4096 * 4 for _, _, r in offload._reading)  # a's copy ran
+    with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+        loss.backward()
+
+
+def test_the_version_watch_holds_none_of_the_tensors_memory():
+    torch = torch_or_skip()
+    offload = sluice.OffloadActivations(min_bytes=1, _host_executor={"lag": 0, **SMALL})
+    x = torch.linspace(-1, 1, 4096, requires_grad=True)
+    with offload:
+        y = (x * 2).sin().cos()
+    records = [r for step in offload._steps for r in step.records]
+    assert records and all(r.watch is not None and r.watch.numel() == 0 for r in records)
+    y.sum().backward()  # unchanged: no refusal
+    assert x.grad is not None

@@ -4,8 +4,13 @@ GPU), parsed here by hand from the format's description (8-byte little-endian he
 header, the tensors' bytes at their offsets), and, where the safetensors package is installed,
 read by its loader and compared byte for byte with the file its writer makes. Most tests save CPU
 tensors, so that they run where there is no GPU; the last ones save CUDA tensors."""
+import gc
 import json
+import signal
 import struct
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -203,6 +208,141 @@ def test_a_background_save_that_fails_raises_from_wait(tmp_path, monkeypatch):
     assert handle.done()
     assert path.read_bytes() == b"the previous checkpoint"
     assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+def test_a_failed_background_save_whose_handle_is_dropped_says_so(tmp_path, monkeypatch, capfd):
+    torch = torch_or_skip()
+    path = tmp_path / "m.safetensors"
+    monkeypatch.setattr(sluice._sluice, "_FileSink", _failing_sink(after=1))
+    handle = sluice.save_file({"a": torch.ones(1000)}, path, background=True)
+    while not handle.done():
+        time.sleep(0.01)
+    del handle  # its error never retrieved
+    gc.collect()
+    err = capfd.readouterr().err
+    assert str(path) in err and "disk full" in err and "no wait()" in err, err
+    # Retrieved with wait(), it is the caller's to tell: nothing more is said, then or at collection.
+    handle = sluice.save_file({"a": torch.ones(1000)}, path, background=True)
+    with pytest.raises(sluice.IoError, match="disk full"):
+        handle.wait()
+    del handle
+    gc.collect()
+    assert capfd.readouterr().err == ""
+
+
+# The tensors the scripts below save, and the parent checks.
+_EXIT_TENSORS = """
+def tensors():
+    return {"a": torch.arange(1 << 20, dtype=torch.float32) * 0.5, "b": torch.arange(3 << 20, dtype=torch.int32),
+            "c": torch.ones(5, dtype=torch.float16)}
+"""
+
+# A script for the interpreter the tests run on (the one sluice is installed for), whose saves
+# write through a sink that sleeps before each write (and fails those after the header, when
+# asked): its background save is still in flight when the script ends.
+_SLOW_SAVE_SCRIPT = """
+import sys, time
+import torch
+import sluice
+""" + _EXIT_TENSORS + """
+FAIL = sys.argv[2] == "fail"
+
+class SlowSink(sluice._sluice._FileSink):
+    def write(self, offset, *data):
+        time.sleep(0.3)
+        if FAIL and offset > 0:
+            raise OSError(28, "No space left on device (injected)")
+        super().write(offset, *data)
+
+sluice.checkpoint_save._sluice._FileSink = SlowSink
+if sys.argv[3] == "keep":
+    handle = sluice.save_file(tensors(), sys.argv[1], {"k": "v"}, background=True)  # never waited for
+else:
+    sluice.save_file(tensors(), sys.argv[1], {"k": "v"}, background=True)
+"""
+
+
+def _run_slow_save(path, fail, keep):
+    return subprocess.run([sys.executable, "-c", _SLOW_SAVE_SCRIPT, str(path), "fail" if fail else "write",
+                           "keep" if keep else "drop"], capture_output=True, text=True, timeout=300)
+
+
+def test_a_background_save_in_flight_when_the_script_ends_is_finished(tmp_path):
+    # Before: interpreter shutdown stopped concurrent.futures first, the save's writes were refused,
+    # and the script exited 0 with no file and nothing said.
+    torch = torch_or_skip()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"the previous checkpoint")
+    run = _run_slow_save(path, fail=False, keep=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert path.read_bytes() != b"the previous checkpoint", "the save in flight at exit was lost"
+    scope = {"torch": torch}
+    exec(_EXIT_TENSORS, scope)
+    _check_file(torch, path, scope["tensors"](), {"k": "v"})
+    assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["handle-dropped", "handle-kept"])
+def test_a_background_save_that_fails_unseen_says_so_before_the_process_exits(tmp_path, keep):
+    torch_or_skip()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"the previous checkpoint")
+    run = _run_slow_save(path, fail=True, keep=keep)
+    said = [line for line in run.stderr.splitlines() if str(path) in line]
+    assert len(said) == 1, run.stderr
+    assert "background save" in said[0] and "No space left on device (injected)" in said[0], run.stderr
+    assert path.read_bytes() == b"the previous checkpoint"
+    assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+_STUCK_SAVE_SCRIPT = """
+import sys, time
+import torch
+import sluice
+
+class StuckSink(sluice._sluice._FileSink):
+    def write(self, offset, *data):
+        super().write(offset, *data)
+        print("writing", flush=True)
+        time.sleep(600)  # until killed
+
+sluice.checkpoint_save._sluice._FileSink = StuckSink
+sluice.save_file({"a": torch.arange(1 << 20, dtype=torch.float32)}, sys.argv[1])
+"""
+
+
+def test_the_next_save_removes_the_new_file_a_killed_save_left_but_not_a_live_ones(tmp_path):
+    torch = torch_or_skip()
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"the previous checkpoint")
+
+    def partials():
+        return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("m.safetensors.sluice-partial-"))
+
+    child = subprocess.Popen([sys.executable, "-c", _STUCK_SAVE_SCRIPT, str(path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "writing\n", child.stderr.read()
+        # Named for its target and not hidden, so that whoever finds it knows what it is.
+        assert _leftovers(tmp_path, {"m.safetensors"}) == partials() and len(partials()) == 1
+        theirs = partials()
+        want = {"w": torch.arange(100, dtype=torch.float32)}
+        sluice.save_file(want, path)  # while the other save lives: its file stays
+        _check_file(torch, path, want)
+        assert partials() == theirs
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=60) == -signal.SIGKILL
+        assert partials() == theirs, "the killed save left no new file"
+        sluice.save_file(want, path)
+        _check_file(torch, path, want)
+        assert _leftovers(tmp_path, {"m.safetensors"}) == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
 
 
 @gpu

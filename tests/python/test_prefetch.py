@@ -383,3 +383,92 @@ def test_the_prefetchers_thread_works_on_its_device():
     got = [b.cpu() for b in sluice.Prefetcher(batches(), device=1)]
     assert [int(b[0]) for b in got] == [0, 1, 2]
     assert seen == [1, 1, 1]
+
+
+def _refilled(torch, count, np=None):
+    """A hand-written producer that refills one set of buffers and yields them again each time."""
+    pixels = torch.empty(3, 64, 64) if np is None else np.empty((3, 64, 64), dtype=np.float32)
+    labels = torch.empty(5, dtype=torch.int64) if np is None else np.empty(5, dtype=np.int64)
+    for k in range(count):
+        pixels[:] = float(k)
+        labels[:] = k
+        yield {"pixels": pixels, "labels": labels}
+
+
+def _values(batch):
+    """(pixels' first, pixels' last, every label) of a batch whose arrays are each filled with one value."""
+    pixels, labels = batch["pixels"], batch["labels"]
+    assert bool((pixels == pixels.reshape(-1)[0]).all()), "a batch mixes two fills"
+    return int(pixels.reshape(-1)[0]), [int(v) for v in labels]
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+@pytest.mark.parametrize("thread", [True, False])
+def test_an_iterable_that_refills_one_buffer_gives_each_batch_its_own_values(thread, kind, ahead):
+    torch = torch_or_skip()
+    np = pytest.importorskip("numpy") if kind == "numpy" else None
+    got = [_values(b) for b in sluice.Prefetcher(_refilled(torch, 12, np), ahead=ahead, thread=thread,
+                                                 _host_executor=HOST)]
+    assert got == [(k, [k] * 5) for k in range(12)]
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_a_for_left_early_over_an_iterator_hands_the_batches_it_fetched_to_the_next_for(thread):
+    """As a plain `for` over an iterator: the next `for` goes on where the last one stopped."""
+    torch = torch_or_skip()
+    p = sluice.Prefetcher(_refilled(torch, 20), ahead=3, thread=thread, _host_executor=HOST)
+    seen = []
+    for leave_at in (5, 11, 12):  # three `for`s left early, the last after a single batch
+        for batch in p:
+            seen.append(_values(batch)[0])
+            if len(seen) == leave_at:
+                break
+        assert not _threads()
+    for batch in p:
+        seen.append(_values(batch)[0])
+    assert seen == list(range(20))
+    assert [_values(b)[0] for b in p] == []  # the iterator is spent, as a plain `for` finds it
+
+
+def test_a_for_left_early_over_a_reiterable_starts_the_next_pass_afresh():
+    """A DataLoader (not its own iterator): each `for` is a pass of its own, whatever the last one left."""
+    torch = torch_or_skip()
+    data = [torch.full((4,), k) for k in range(8)]
+    p = sluice.Prefetcher(data, ahead=3, _host_executor=HOST)
+    for batch in p:
+        if int(batch[0]) == 2:
+            break
+    assert [int(b[0]) for b in p] == list(range(8))
+
+
+def test_the_batches_carried_to_the_next_for_are_dropped_by_load_state_dict():
+    torch_or_skip()
+
+    class Resumable:
+        def __init__(self):
+            self.at = 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.at == 10:
+                raise StopIteration
+            self.at += 1
+            return [self.at - 1]
+
+        def state_dict(self):
+            return {"at": self.at}
+
+        def load_state_dict(self, state):
+            self.at = state["at"]
+
+    p = sluice.Prefetcher(Resumable(), ahead=3, _host_executor=HOST)
+    for batch in p:
+        if batch == [3]:
+            break
+    state = p.state_dict()
+    assert state == {"inner": {"at": 4}}
+    p.load_state_dict(state)
+    assert [b[0] for b in p] == list(range(4, 10))

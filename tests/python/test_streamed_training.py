@@ -467,3 +467,126 @@ def test_on_the_gpu_the_backward_holds_the_rings_slots_and_the_gradients_of_a_bl
     assert ring_pool()["used_high"] - pool_before <= streamed.device_bytes + 3 * (2 << 20)
     assert all(p.grad is not None and not p.grad.is_cuda for p in blocks.parameters())
     streamed.remove()
+
+
+# Every way PyTorch users take gradients, with the same values and the same hooks as the resident blocks.
+
+def _masks(torch, blocks):
+    """A pruning mask for each Linear weight: about half of its entries masked."""
+    g = torch.Generator().manual_seed(5)
+    return [torch.rand(m.weight.shape, generator=g) > 0.5 for m in blocks.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def _masked(torch, blocks, masks, seen):
+    """Hooks on each Linear weight that mask its gradient (a pruning mask) and record what they got."""
+    linears = [m for m in blocks.modules() if isinstance(m, torch.nn.Linear)]
+    handles = []
+    for k, (m, mask) in enumerate(zip(linears, masks)):
+        def hook(grad, k=k, mask=mask):
+            seen.append((k, grad.clone()))
+            return grad * mask
+        handles.append(m.weight.register_hook(hook))
+    return handles
+
+
+@pytest.mark.parametrize("hooked", ["before", "after"])
+def test_hooks_on_streamed_parameters_run_as_on_the_resident_ones(hooked):
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    masks = _masks(torch, blocks)
+    seen, seen_ref = [], []
+    if hooked == "before":  # hooks the caller placed before streaming, and after
+        _masked(torch, blocks, masks, seen)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    if hooked == "after":
+        _masked(torch, blocks, masks, seen)
+    _masked(torch, ref, masks, seen_ref)
+    for x in _xs(2):
+        for b in (blocks, ref):
+            _loss(b, x).backward()
+    assert _same(blocks, ref)
+    linears = [m for m in blocks.modules() if isinstance(m, torch.nn.Linear)]
+    masked = sum(int((~mask).sum()) for mask in masks)
+    assert masked > 0 and all(torch.all(m.weight.grad[~mask] == 0) for m, mask in zip(linears, masks))
+    assert sorted(k for k, _ in seen) == sorted(k for k, _ in seen_ref) and len(seen) == 2 * len(masks)
+    by_k = {}
+    for k, g in seen_ref:
+        by_k.setdefault(k, []).append(g)
+    for k, g in seen:  # each hook got the gradient the resident one got
+        assert any(torch.equal(g, h) for h in by_k[k]), k
+    streamed.remove()
+
+
+def test_post_accumulate_grad_hooks_run_once_grad_is_set():
+    torch = torch_or_skip()
+    if not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+        pytest.skip(f"torch {torch.__version__} has no register_post_accumulate_grad_hook (2.1 and later)")
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    got = {}
+    for name, b in (("streamed", blocks), ("ref", ref)):
+        got[name] = []
+        for p in b.parameters():
+            p.register_post_accumulate_grad_hook(lambda p, out=got[name]: out.append(p.grad.clone()))
+    x = _xs(1)[0]
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+    assert len(got["streamed"]) == len(got["ref"]) == len(list(ref.parameters()))
+    for g in got["streamed"]:
+        assert any(torch.equal(g, h) for h in got["ref"])
+    streamed.remove()
+
+
+def test_autograd_grad_returns_the_gradients_and_leaves_grad_alone():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    x = _xs(1)[0]
+    params = list(blocks.parameters())
+    got = torch.autograd.grad(_loss(blocks, x), params)
+    want = torch.autograd.grad(_loss(ref, x), list(ref.parameters()))
+    assert all(p.grad is None for p in params)  # as plain autograd: .grad untouched
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want))
+    # A subset, and the input's gradient beside it.
+    xi, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    some = [blocks[1][0].weight, blocks[4][2].bias]
+    got = torch.autograd.grad(_loss(blocks, xi), [xi] + some)
+    want = torch.autograd.grad(_loss(ref, xr), [xr, ref[1][0].weight, ref[4][2].bias])
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    assert all(p.grad is None for p in params)
+    # Then a plain backward after them still fills .grad as the resident one does.
+    for b in (blocks, ref):
+        _loss(b, x).backward()
+    assert _same(blocks, ref)
+    streamed.remove()
+
+
+def test_backward_with_inputs_fills_only_those_given():
+    torch = torch_or_skip()
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    x = _xs(1)[0]
+    _loss(blocks, x).backward(inputs=[blocks[2][0].weight, blocks[5][3].weight])
+    _loss(ref, x).backward(inputs=[ref[2][0].weight, ref[5][3].weight])
+    assert _same(blocks, ref)
+    assert sum(p.grad is not None for p in blocks.parameters()) == 2
+    streamed.remove()
+
+
+def test_a_block_called_twice_in_a_forward_gets_the_sum_of_both_gradients():
+    torch = torch_or_skip()
+    blocks = _blocks(torch, count=3)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=1, _host_executor=HOST)
+    x = _xs(1)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the order breaks: the ring starts afresh
+        for b in (blocks, ref):
+            _loss(b, x, order=[0, 1, 1, 2]).backward()
+    assert _same(blocks, ref)
+    streamed.remove()
+    assert all(not p._backward_hooks for p in blocks.parameters())  # remove() takes its hooks away

@@ -8,11 +8,13 @@
 //   auto out = p.output(sluice::to_file<float>("out.f32", n));
 //
 // An output is replaced, never half-written: the sink writes a new file
-// beside its target (".out.f32.sluice-XXXXXX"), and only when every chunk is
-// in does it sync the new file, rename it over the target and sync the
-// directory. A run that fails or is refused removes the new file; one killed
-// midway leaves the target as it was (and its new file beside it). Every
-// write, sync, truncate and close error is an IoError naming the file.
+// beside its target ("out.f32.sluice-partial-XXXXXX"), and only when every
+// chunk is in does it sync the new file, rename it over the target and sync
+// the directory. A run that fails or is refused removes the new file; one
+// killed midway leaves the target as it was (and its new file beside it, which
+// the next run of that target removes: a writer holds its new file locked with
+// flock(2) while it runs, so one nobody holds is a killed run's). Every write,
+// sync, truncate and close error is an IoError naming the file.
 //
 // Page cache or not: reads that the page cache serves ran at ~99 GB/s with 16
 // threads on the test host, the disk under it at ~2 GB/s. `direct` (O_DIRECT)
@@ -109,11 +111,13 @@ class FileSink final : public Sink {
   std::size_t item_bytes() const override { return item_bytes_; }
   std::string name() const override { return "file " + path_.string(); }
   bool splittable() const override { return true; }
-  // Creates the run's new file beside the target, with the target's header and mode, sized for
-  // every item (so that pieces can be written at their offsets in any order), its blocks
-  // reserved where the file system can: a disk too full for the output throws IoError here,
-  // before the first chunk. In place: opens (or creates) the target, reserving its blocks
-  // without changing its size.
+  // First removes the new files that killed runs of this target left (those no live writer
+  // holds; best effort: one it cannot remove stays, and the run goes on). Then creates the
+  // run's new file beside the target, locked for the run, with the target's header and mode,
+  // sized for every item (so that pieces can be written at their offsets in any order), its
+  // blocks reserved where the file system can: a disk too full for the output throws IoError
+  // here, before the first chunk. In place: opens (or creates) the target, reserving its
+  // blocks without changing its size.
   void begin_run() override;
   // Thread-safe; pieces may come in any order. Throws IoError naming the file and offset.
   void write(ItemRange range, std::span<const std::byte> pinned) override;
@@ -131,7 +135,7 @@ class FileSink final : public Sink {
   void begin_in_place();
   void sync_and_close();
   void close_run_files() noexcept;
-  std::string written_file() const;  // for messages: "its new file .out.f32.sluice-k3x9qa", "the file"
+  std::string written_file() const;  // for messages: "its new file out.f32.sluice-partial-k3x9qa", "the file"
 
   std::filesystem::path path_;  // the target, as the caller named it (for messages)
   std::string file_name_;       // the target's name in its directory, symbolic links followed
@@ -150,6 +154,13 @@ class FileSink final : public Sink {
   std::vector<ItemRange> written_;
   int fd_ = -1;
   int direct_fd_ = -1;
+  // The new file's lock (flock), held from its creation until it is renamed or removed: the same
+  // open file as fd_, which commit closes before the rename. With the file's device and inode,
+  // which mark it in use for the cleanups of this process's other sinks.
+  int lock_fd_ = -1;
+  bool live_ = false;
+  std::uint64_t new_device_ = 0;
+  std::uint64_t new_inode_ = 0;
 };
 
 template <typename T>

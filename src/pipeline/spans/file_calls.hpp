@@ -29,14 +29,26 @@ class DescriptorGuard {
 
 std::string errno_text(int code);
 
-// Which file a descriptor or a path names, and its size: a file renamed over a
-// path has another device or inode than the one a descriptor still holds.
+// Which file a descriptor or a path names, its size and when it was last
+// written: a file renamed over a path has another device or inode than the one
+// a descriptor still holds; one written in place has another size or
+// modification time (unless the write kept its size and fell within the file
+// system's timestamp granularity, which fstat cannot see).
 struct FileIdentity {
   std::uint64_t device = 0;
   std::uint64_t inode = 0;
   std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;  // since the epoch
   bool same_file(const FileIdentity& other) const { return device == other.device && inode == other.inode; }
+  // The same file, as it was then: neither replaced nor, as far as fstat can tell, written since.
+  bool unchanged_since(const FileIdentity& then) const {
+    return same_file(then) && size == then.size && mtime_ns == then.mtime_ns;
+  }
 };
+
+// What differs between two identities of a path, for a message: "its inode (12 on device 2049, now 13 on
+// device 2049)", "its size (100 bytes, now 120)", "its modification time (..., now ...)".
+std::string what_changed(const FileIdentity& then, const FileIdentity& now);
 
 // Throw IoError naming `path` when fstat fails.
 FileIdentity identify(int fd, const std::string& path);

@@ -40,10 +40,22 @@ namespace {
 
 detail::FileIdentity identity_of(const struct stat& st) {
   return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-          static_cast<std::uint64_t>(st.st_size)};
+          static_cast<std::uint64_t>(st.st_size), std::int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 }  // namespace
+
+std::string detail::what_changed(const FileIdentity& then, const FileIdentity& now) {
+  std::string changes;
+  const auto add = [&](const std::string& change) { changes += (changes.empty() ? "its " : ", its ") + change; };
+  if (!now.same_file(then))
+    add("inode (" + std::to_string(then.inode) + " on device " + std::to_string(then.device) + ", now " +
+        std::to_string(now.inode) + " on device " + std::to_string(now.device) + ")");
+  if (now.size != then.size) add("size (" + std::to_string(then.size) + " bytes, now " + std::to_string(now.size) + ")");
+  if (now.mtime_ns != then.mtime_ns)
+    add("modification time (" + std::to_string(then.mtime_ns) + " ns, now " + std::to_string(now.mtime_ns) + " ns)");
+  return changes.empty() ? "nothing fstat shows" : changes;
+}
 
 detail::FileIdentity detail::identify(int fd, const std::string& path) {
   struct stat st {};

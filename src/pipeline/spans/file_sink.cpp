@@ -1,14 +1,25 @@
 // The file sink: a run writes a new file beside its target and renames it over
 // the target only once every chunk is in and synced, so the target is always
 // either the previous file or the complete new one.
+//
+// A run killed before commit (preemption, the OOM killer) leaves its new file,
+// the output's full size reserved. The next run of the same target removes
+// those: a writer holds an exclusive flock(2) on its new file from just after
+// creating it until it is renamed or removed, so a new file that nobody holds
+// locked is one whose writer is gone.
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <mutex>
 #include <random>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "core/read_fully.hpp"
@@ -24,17 +35,135 @@ namespace {
 // Less the umask, as the shell's redirections create files.
 constexpr mode_t new_file_mode = 0666;
 
-// ".out.f32.sluice-k3x9qa": hidden, beside the target, and named after it, so
-// that a file left by a run that was killed says where it came from.
+constexpr char partial_infix[] = ".sluice-partial-";
+constexpr char suffix_letters[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+constexpr std::size_t suffix_length = 6;
+
+// "out.f32.sluice-partial-": what the new files of the target `target_name` start with. At most
+// 200 bytes of the target's name, so that the whole stays within NAME_MAX (255): two targets
+// whose names share their first 200 bytes share their new files' names too (a run of one may
+// then remove the other's stale new files, which are as useless to it).
+std::string partial_prefix(const std::string& target_name) {
+  return std::string(target_name, 0, 200).append(partial_infix);
+}
+
+// "out.f32.sluice-partial-k3x9qa": beside the target, named after it and not hidden, so that
+// a file left by a run that was killed says where it came from and what it is.
 std::string new_file_name(const std::string& target_name) {
-  static constexpr char letters[] = "abcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 random{std::random_device{}()};
-  std::string suffix(6, 'a');
-  for (char& c : suffix) c = letters[random() % (sizeof(letters) - 1)];
-  // Within NAME_MAX (255) whatever the target's name.
-  std::string name(1, '.');
-  name.append(target_name, 0, 200).append(".sluice-").append(suffix);
+  std::string name = partial_prefix(target_name);
+  for (std::size_t i = 0; i < suffix_length; ++i) name += suffix_letters[random() % (sizeof(suffix_letters) - 1)];
   return name;
+}
+
+// Whether `name` is one that new_file_name gives for a target whose names start with `prefix`:
+// only those are ever removed, so that a file of the user's named alike stays.
+bool is_partial_name(const std::string& name, const std::string& prefix) {
+  if (name.size() != prefix.size() + suffix_length || name.compare(0, prefix.size(), prefix) != 0) return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+  });
+}
+
+// The new files this process's sinks are writing, by device and inode. flock alone would do
+// on a local file system, where two descriptions of one file conflict even in one process;
+// NFS emulates flock with POSIX record locks, which never conflict within a process, and
+// which any close of the file in that process drops: there a cleanup would take the lock of
+// a run in progress in its own process and remove its file. Those files are never opened.
+struct LiveFiles {
+  std::mutex mutex;
+  std::set<std::pair<dev_t, ino_t>> files;
+};
+LiveFiles& live_files() {
+  static LiveFiles live;
+  return live;
+}
+
+bool is_live(dev_t device, ino_t inode) {
+  LiveFiles& live = live_files();
+  const std::lock_guard lock(live.mutex);
+  return live.files.count({device, inode}) != 0;
+}
+
+void set_live(dev_t device, ino_t inode, bool on) {
+  LiveFiles& live = live_files();
+  const std::lock_guard lock(live.mutex);
+  if (on)
+    live.files.insert({device, inode});
+  else
+    live.files.erase({device, inode});
+}
+
+// Takes the writer's lock on its new file `new_name`, just created, through `lock_fd` (a
+// descriptor of it), and says whether the run may keep the file. Not when another process's
+// cleanup got to it between the create and the lock and removed it: the caller then makes
+// another. A cleanup holds a lock for an unlink only, so the lock is waited for, but not
+// blocked on: a process that forked meanwhile would hold that cleanup's lock for as long as its
+// child lives; after a second, this name is given up (removed here: the file is this run's,
+// made with O_EXCL). Where the file system has no flock, the file goes unlocked: no cleanup can
+// lock it either, so none removes it. `st`: the file's device and inode.
+bool lock_new_file(int dir_fd, int lock_fd, const std::string& path, const std::string& new_name, struct stat& st) {
+  for (int waited_ms = 0;; ++waited_ms) {
+    if (::flock(lock_fd, LOCK_EX | LOCK_NB) == 0) break;
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) break;  // no flock on this file system
+    if (::fstat(lock_fd, &st) == 0 && st.st_nlink == 0) return false;
+    if (waited_ms == 1000) {
+      ::unlinkat(dir_fd, new_name.c_str(), 0);
+      return false;
+    }
+    ::usleep(1000);
+  }
+  if (::fstat(lock_fd, &st) != 0)
+    throw IoError(path, 0, "cannot stat its new file " + new_name + ": " + errno_text(errno));
+  return st.st_nlink > 0;
+}
+
+// Removes the new files that runs of the target `target_name` left in the directory `dir_fd`
+// and that no writer holds (their runs were killed). Best effort: a file it cannot open, lock
+// or remove (gone already, another user's, in use) stays, and the run goes on.
+//
+// An earlier version named its new files ".NAME.sluice-XXXXXX" (hidden) and took no lock, so
+// that one of those being written by a process still running that version looks the same as
+// one a killed run left: they are left alone (a user may remove them when no such process runs).
+void remove_stale_new_files(int dir_fd, const std::string& target_name) noexcept {
+  try {
+    const std::string prefix = partial_prefix(target_name);
+    std::vector<std::string> names;
+    {
+      // A descriptor of its own: closedir closes it, and reading moves its offset.
+      const int listing_fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (listing_fd < 0) return;
+      DIR* dir = ::fdopendir(listing_fd);
+      if (dir == nullptr) {
+        ::close(listing_fd);
+        return;
+      }
+      while (const dirent* entry = ::readdir(dir))
+        if (is_partial_name(entry->d_name, prefix)) names.emplace_back(entry->d_name);
+      ::closedir(dir);
+    }
+    for (const std::string& name : names) {
+      struct stat seen {};
+      if (::fstatat(dir_fd, name.c_str(), &seen, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(seen.st_mode) ||
+          is_live(seen.st_dev, seen.st_ino))
+        continue;
+      // O_NONBLOCK: a FIFO put there since the look does not hang the open.
+      detail::DescriptorGuard fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      if (fd.get() < 0) continue;
+      if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live writer's (or no flock here)
+      // Looked at once locked: another cleanup may have removed it before letting go of it.
+      struct stat held {}, now {};
+      if (::fstat(fd.get(), &held) != 0 || !S_ISREG(held.st_mode) || held.st_nlink == 0) continue;
+      // Removed only while the name still names the file locked, not one put there since.
+      if (::fstatat(dir_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_dev != held.st_dev ||
+          now.st_ino != held.st_ino)
+        continue;
+      ::unlinkat(dir_fd, name.c_str(), 0);  // failing (another user's file, say), it stays; the lock goes with `fd`
+    }
+  } catch (...) {
+    // Out of memory for the names: the stale files stay, and the run goes on.
+  }
 }
 
 // Reserves blocks up to `size` where the file system can (fallocate); where it
@@ -157,6 +286,8 @@ void FileSink::begin_run() {
   if (running_) throw std::logic_error(name() + ": begin_run while the last run is open: commit or abandon it first");
   written_.clear();
   created_ = false;
+  // Before this run's own file is made and its blocks reserved, so that the space they held is free for it.
+  remove_stale_new_files(dir_fd_, file_name_);
   if (options_.in_place)
     begin_in_place();
   else
@@ -173,12 +304,37 @@ void FileSink::begin_new_file() {
   for (int attempt = 0; fd_ < 0; ++attempt) {
     new_name_ = new_file_name(file_name_);
     fd_ = ::openat(dir_fd_, new_name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, new_file_mode);
-    if (fd_ < 0 && (errno != EEXIST || attempt == 100)) {
+    if (fd_ < 0) {
+      if (errno == EEXIST && attempt < 100) continue;
       const int code = errno;
       const std::string tried = new_name_;
       new_name_.clear();
       throw IoError(name, 0, "cannot create its new file " + tried + " beside it: " + errno_text(code));
     }
+    // The lock is held through a descriptor of its own, the same open file as fd_: it lasts past
+    // fd_'s close at commit, until the new file is renamed over the target.
+    lock_fd_ = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    struct stat st {};
+    bool kept = false;
+    try {
+      if (lock_fd_ < 0)
+        throw IoError(name, 0, "cannot open a descriptor to lock its new file " + new_name_ + ": " + errno_text(errno));
+      kept = lock_new_file(dir_fd_, lock_fd_, name, new_name_, st);
+    } catch (...) {
+      ::unlinkat(dir_fd_, new_name_.c_str(), 0);
+      close_run_files();
+      new_name_.clear();
+      throw;
+    }
+    if (!kept) {
+      close_run_files();  // another process's cleanup took it before the lock: another name
+      if (attempt == 100) throw IoError(name, 0, "cannot keep a new file beside it: each one made was taken at once");
+      continue;
+    }
+    new_device_ = st.st_dev;
+    new_inode_ = st.st_ino;
+    set_live(st.st_dev, st.st_ino, true);
+    live_ = true;
   }
   try {
     if (exists && options_.offset > 0) {
@@ -210,8 +366,9 @@ void FileSink::begin_new_file() {
         throw IoError(name, 0, "cannot give its new file " + new_name_ + " the target's mode: " + errno_text(errno));
     }
   } catch (...) {
-    close_run_files();
+    // Removed while still locked: a name no longer held could be another run's by now.
     ::unlinkat(dir_fd_, new_name_.c_str(), 0);
+    close_run_files();
     new_name_.clear();
     throw;
   }
@@ -289,12 +446,13 @@ void FileSink::commit() {
       throw IoError(name, 0, "cannot rename its new file " + new_name_ + " over it: " + errno_text(errno));
   } catch (...) {
     // The target is as it was (in place: as the run left it).
-    close_run_files();
     if (!options_.in_place) ::unlinkat(dir_fd_, new_name_.c_str(), 0);
+    close_run_files();
     new_name_.clear();
     running_ = false;
     throw;
   }
+  close_run_files();  // the lock, held until the rename
   new_name_.clear();
   running_ = false;
   // The rename (or a new file's name) lasts through a crash only once the directory is synced.
@@ -309,16 +467,22 @@ void FileSink::close_run_files() noexcept {
   if (direct_fd_ >= 0) ::close(direct_fd_);
   if (fd_ >= 0) ::close(fd_);
   direct_fd_ = fd_ = -1;
+  // The new file's lock: the file is renamed, removed, or was never whole.
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+  if (live_) set_live(static_cast<dev_t>(new_device_), static_cast<ino_t>(new_inode_), false);
+  live_ = false;
 }
 
 void FileSink::abandon(std::size_t items_done) noexcept {
   if (!running_) return;
   running_ = false;
   if (!options_.in_place) {
-    close_run_files();
+    // Removed while still locked, as in begin_new_file.
     if (::unlinkat(dir_fd_, new_name_.c_str(), 0) != 0 && errno != ENOENT)
       std::fprintf(stderr, "sluice: %s: could not remove the failed run's new file %s: %s\n", path_.c_str(),
                    new_name_.c_str(), errno_text(errno).c_str());
+    close_run_files();
     new_name_.clear();
     return;
   }
