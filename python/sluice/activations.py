@@ -219,7 +219,7 @@ class OffloadActivations:
         torch = self._torch
         step = self._open
         if step is None or not self._copies.is_device(tensor):
-            return tensor
+            return _Kept(tensor)
         # A weight saved as a view of itself (Linear saves weight.t()) is still a weight.
         base = tensor._base if tensor._is_view() else tensor
         if isinstance(base, torch.nn.Parameter) or (base.requires_grad and base.is_leaf):
@@ -332,6 +332,8 @@ def _version_watch(torch, tensor):
         return None
     try:
         watch.set_()
+    except RuntimeError:  # a torch that refuses to change a detached tensor's storage: no watch
+        return None
     finally:
         del guard
     return watch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import sys
 import threading
 import time
 import warnings
@@ -118,6 +119,7 @@ class _Carried:
         self.ready = collections.deque()  # (batch, state)
         self.ready_after = None  # a torch.cuda.Event after the copies of `ready`, on the GPU
         self.in_hand = []  # [(batch, state)]: at most one
+        self.error = None  # what the iterable raised (or a batch's staging) after the loop left: raised after `ready`
 
 
 class _Pass:
@@ -193,6 +195,13 @@ class _Pass:
         except BaseException as e:  # noqa: BLE001 - handed to the loop, raised there as itself
             if not self.stopping:
                 self.failed(e)
+                return
+            # The loop has left: the next `for` over the iterator raises it, after the batches before it.
+            self.carried.error = e
+            try:
+                self.core.close()  # keep_fetched takes what the ring has, then ends
+            except Exception:  # noqa: BLE001 - stopped already: nothing waits for the close
+                pass
 
     def pull(self, taken):
         """thread=False: the loop's thread hands over batches until `ahead` are on their way beyond
@@ -236,10 +245,6 @@ class _Pass:
     def batches(self):
         torch = self.torch
         device = self.owner._device
-        if self.thread is not None:
-            self.thread.start()
-        else:
-            self.source = self.batches_in()
         try:
             if self.carried.ready_after is not None:
                 torch.cuda.current_stream(device).wait_event(self.carried.ready_after)
@@ -249,6 +254,13 @@ class _Pass:
                     self.owner._state = state
                 yield batch
                 del batch
+            if self.carried.error is not None:  # raised by the iterable after that `for` left: here, as itself
+                error, self.carried.error = self.carried.error, None
+                raise error
+            if self.thread is not None:
+                self.thread.start()
+            else:
+                self.source = self.batches_in()
             while True:
                 if self.thread is None:
                     self.pull(self.taken)
@@ -270,38 +282,49 @@ class _Pass:
         """A `for` over an iterator left early: the batches the ring has, taken as the loop would
         take them and each kept in its block, and the one the producer has in hand, go to the
         next `for`. Waits for the producer's batch in hand at most _JOIN_SECONDS."""
-        carried = self.carried
+        carried = self.owner._carried = self.carried  # whatever happens below, what was taken goes on
         deadline = time.monotonic() + _JOIN_SECONDS
+        if self.thread is not None and self.thread.ident is None:
+            return  # left while the last `for`'s batches were yielded: no producer ran, the ring is empty
         while not (self.thread is None and self.taken == self.put):  # the loop's thread: every batch put taken
             if not self.core.ready(0.05):
                 if time.monotonic() > deadline:
                     warnings.warn(f"the iterable has not handed over a batch in {_JOIN_SECONDS:.0f} s: the batches "
-                                  f"fetched ahead of the loop are dropped", RuntimeWarning, stacklevel=4)
+                                  f"fetched ahead of the loop are dropped", RuntimeWarning, stacklevel=5)
                     break
                 continue
-            got = self.take()  # as the loop's: a batch it holds keeps its block when the ring moves on
+            try:
+                got = self.take()  # as the loop's: a batch it holds keeps its block when the ring moves on
+            except Exception as e:  # noqa: BLE001 - a batch that failed to stage: the next `for` raises it there
+                carried.error = carried.error or e
+                break
             if got is None:
                 break
             carried.ready.append(got)
         if self.owner._device >= 0 and carried.ready:
             carried.ready_after = self.torch.cuda.current_stream(self.owner._device).record_event()
-        self.owner._carried = carried
 
     def stop(self):
         if self.core is None:
             return
         self.stopping = True
-        if self.leaving and self.owner._iterator and self.error is None:
-            try:
+        # At the interpreter's exit (a loop suspended at module level) nothing is carried or waited for:
+        # the producer, a daemon thread, may never run again.
+        finalizing = sys.is_finalizing()
+        try:
+            if self.leaving and self.owner._iterator and self.error is None and not finalizing:
                 self.keep_fetched()
-            except Exception:  # noqa: BLE001 - a batch that failed: the next `for` meets the iterable's error itself
-                pass
+        finally:
+            self.finish(finalizing)
+
+    def finish(self, finalizing):
         self.core.stop()  # wakes a producer waiting in put(); the copies finish; the arrays are let go
-        if self.thread is not None and self.thread.is_alive() and self.thread is not threading.current_thread():
+        if (self.thread is not None and self.thread.is_alive() and self.thread is not threading.current_thread()
+                and not finalizing):
             self.thread.join(_JOIN_SECONDS)
             if self.thread.is_alive():
                 warnings.warn(f"the iterable has not handed over a batch in {_JOIN_SECONDS:.0f} s: the prefetcher's "
-                              f"thread ends when it does", RuntimeWarning, stacklevel=3)
+                              f"thread ends when it does", RuntimeWarning, stacklevel=4)
         self.running = False
         # Let go of the ring now, in this process, rather than when the cycle collector finds it
         # (perhaps in a DataLoader worker forked later, where its threads and device are not its own).

@@ -95,7 +95,7 @@ class StreamedLayers:
     torch.autograd.grad(loss, params) returns the gradients and leaves .grad alone, and
     backward(inputs=...) fills only those given; a backward that raises leaves what reached .grad
     as plain autograd leaves it. (A parameter's hook gets its gradient once its copy to the host
-    is done; the hook StreamedLayers places first on each parameter waits for it.) With
+    is done: a node between the parameter and each use of it waits for that copy.) With
     `grads="device"` the gradients bypass the parameters until grads_to_host(): their hooks do not
     run, and torch.autograd.grad over them finds them unused. During a recorded forward a block's module sees its
     weights as plain tensors, not its Parameters, which it sees again after. Not supported inside
@@ -333,7 +333,6 @@ class StreamedLayers:
             h.remove()
         if self._training is not None:
             self._training.drop()  # a backward that raised leaves its gradients staged: they go too
-            self._training.remove_hooks()
         for block, params, host, origin in zip(self._blocks, self._params, self._host, self._origin):
             del block._apply
             for p, h, where in zip(params, host, origin):

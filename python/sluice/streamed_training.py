@@ -13,11 +13,13 @@ the weight's gradient and gives the host parameter its copy on the host; and the
 block's operations save for the backward, where they are the weights' memory, are saved as tokens
 (saved_tensors_hooks) that the backward turns back into the weights, streamed again through the ring.
 
-Why the copy needs a hook of its own: the gradient goes back to the parameter as a page-locked host
+Why the copy needs a node of its own: the gradient goes back to the parameter as a page-locked host
 tensor whose copy from the device is still queued (the backward's thread waiting for each copy
-would leave the GPU idle at every weight). Autograd runs the host parameter's AccumulateGrad on the
-thread that called backward(), which waits for that parameter's copy in a hook placed before any
-hook of the caller's, while the device's thread goes on launching the backward."""
+would leave the GPU idle at every weight). Between the parameter and each Streamed use of it lies
+a WaitCopy node: a host tensor's node, which autograd runs on the thread that called backward(),
+and which waits there for that gradient's copy while the device's thread goes on launching the
+backward. Whatever reads the gradient after it - the sum of several uses, the parameter's hooks,
+AccumulateGrad, torch.autograd.grad's result - reads it complete."""
 from __future__ import annotations
 
 import contextlib
@@ -37,6 +39,23 @@ class Streamed(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return ctx.training.send(ctx.k, ctx.i, grad), None, None, None, None
+
+
+class WaitCopy(torch.autograd.Function):
+    """The host parameter as a Streamed use of it sees it: its backward, on the host's autograd
+    thread, waits for the copy of the gradient Streamed gave it before passing it on."""
+
+    @staticmethod
+    def forward(ctx, param, training):
+        ctx.training = training
+        return param.view_as(param)
+
+    @staticmethod
+    def backward(ctx, grad):
+        event = ctx.training.copied.pop(grad.data_ptr(), None)
+        if event is not None:
+            event.synchronize()
+        return grad, None
 
 
 class Saved:
@@ -66,11 +85,8 @@ class Training:
                                for name, p in m._parameters.items() if p is not None])
         self.device = owner._device
         self.d2h = torch.cuda.Stream(self.device) if self.device >= 0 else None
-        # grads="host": id(parameter) -> the event after its gradient's last copy to the host, waited
-        # for by its hook (wait_hooks); and the Streamed uses of each parameter since the last backward.
+        # grads="host": a host gradient's address -> the event after its copy, waited for by WaitCopy.
         self.copied = {}
-        self.wait_hooks = {}
-        self.uses = {}
         self.pushed = None  # the saved-tensor hooks pushed by the block running now
         self.current = None  # (k, memory) of the block the backward reads now
         self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
@@ -100,31 +116,8 @@ class Training:
         self.pushed.__enter__()
 
     def streamed(self, p, weight, k, i):
-        if self.owner._grads == "host":
-            self.uses[id(p)] = self.uses.get(id(p), 0) + 1
-            if id(p) not in self.wait_hooks:
-                self.wait_hooks[id(p)] = self.hook_first(p)
-        return Streamed.apply(p, weight, self, k, i)
-
-    def hook_first(self, p):
-        """A hook on p that waits for its gradient's copy to the host, placed before the caller's
-        hooks on p (theirs, registered before or after, read the gradient once it is there)."""
-        key = id(p)
-
-        def wait_for_copy(grad):
-            event = self.copied.pop(key, None)
-            if event is not None:
-                event.synchronize()
-            return None
-
-        handle = p.register_hook(wait_for_copy)
-        p._backward_hooks.move_to_end(handle.id, last=False)
-        return handle
-
-    def remove_hooks(self):
-        for handle in self.wait_hooks.values():
-            handle.remove()
-        self.wait_hooks = {}
+        param = WaitCopy.apply(p, self) if self.owner._grads == "host" and self.d2h is not None else p
+        return Streamed.apply(param, weight, self, k, i)
 
     def leave(self, k):
         self.pop()
@@ -146,7 +139,7 @@ class Training:
         if self.d2h is not None:
             torch.cuda.current_stream(self.device).wait_stream(self.d2h)
         self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
-        self.copied, self.uses = {}, {}
+        self.copied = {}
 
     def begin(self):
         if not self.open:
@@ -175,7 +168,7 @@ class Training:
     def send(self, k, i, grad):
         """Block k's parameter i's gradient for its host parameter: a page-locked host tensor, copied
         on the copy stream once the kernels that make it are done (the stream waits, never the host;
-        the parameter's hook waits for the copy before autograd reads it). With grads="device",
+        WaitCopy waits for the copy before autograd reads it). With grads="device",
         none: it is kept on the device instead."""
         self.begin()
         if self.owner._grads == "device":  # kept on the device, added to the kept ones at the backward's end
@@ -190,7 +183,6 @@ class Training:
             # and the caller's in-place work (all_reduce, scaling) must leave alone.
             self.staged.append((self.owner._params[k][i], grad.clone(memory_format=torch.contiguous_format)))
             return None
-        p = self.owner._params[k][i]
         if self.d2h is None:  # the host executor: the gradient is already on the host
             return grad.clone(memory_format=torch.contiguous_format)
         self.d2h.wait_stream(torch.cuda.current_stream(self.device))
@@ -199,12 +191,10 @@ class Training:
             host.copy_(grad, non_blocking=True)
         self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
         event = self.d2h.record_event()
-        if self.uses.get(id(p), 0) > 1:
-            # Used more than once in the forward: autograd adds the host gradients on this thread
-            # as they come, before the parameter's hook runs.
-            event.synchronize()
+        if torch.is_anomaly_enabled():
+            event.synchronize()  # anomaly mode checks the gradient for NaN on this thread, now
         else:
-            self.copied[id(p)] = event
+            self.copied[host.data_ptr()] = event
         return host
 
     def release(self):
@@ -229,7 +219,6 @@ class Training:
         gradients as AccumulateGrad would put them, the first set, the next ones added, only now: a
         backward that raised before its end left them as they were."""
         staged, self.staged, self.open, self.current = self.staged, [], False, None
-        self.uses = {}
         if self.owner._grads == "device":
             # end() may run on an autograd thread whose current stream is not the one that made them.
             kept, stream = self.owner._kept, self.owner._kept_stream

@@ -118,25 +118,10 @@ class PyPrefetcher {
   // where it lies - staged into the ring's page-locked slot, or, page-locked, copied to the
   // device - or the prefetcher stopped or failed. A producer that refills the arrays it handed
   // over (one buffer, yielded again and again) may then write them.
+  // Waits in slices of 50 ms, so that Ctrl-C reaches a loop whose own thread waits here.
   void wait_read(std::size_t position) {
-    py::gil_scoped_release release;
-    bool page_locked = false;
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || fed_all_ || fed_ > position; });
-      if (stopping_ || fed_all_) return;
-      page_locked = fed_page_locked_.count(position) > 0;
-      fed_page_locked_.erase(position);
-    }
-    // Read by the copy itself: the host polls the copy (no event to block on per position).
-    for (auto nap = std::chrono::microseconds(20); page_locked && !prefetcher_->copied(position);
-         nap = std::min(nap * 2, std::chrono::microseconds(1000))) {
-      {
-        std::lock_guard lock(mutex_);
-        if (stopping_) return;
-      }
-      std::this_thread::sleep_for(nap);
-    }
+    while (!read_within(position, std::chrono::milliseconds(50)))
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
   void close() { enqueue({Kind::close, {}, nullptr, false, {}}); }
   void fail(std::string what) { enqueue({Kind::fail, {}, nullptr, false, std::move(what)}); }
@@ -179,6 +164,29 @@ class PyPrefetcher {
     PyObject* keep;
     bool page_locked;
   };
+
+  // wait_read's slice, without the GIL: whether the batch at `position` is read (or no longer will be).
+  bool read_within(std::size_t position, std::chrono::milliseconds slice) {
+    py::gil_scoped_release release;
+    const auto until = std::chrono::steady_clock::now() + slice;
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_until(lock, until, [&] { return stopping_ || fed_all_ || fed_ > position; })) return false;
+    if (stopping_ || fed_all_ || !fed_page_locked_.count(position)) return true;
+    lock.unlock();
+    // Read by the copy itself: the host polls the copy (no event to block on per position).
+    for (auto nap = std::chrono::microseconds(20); !prefetcher_->copied(position);
+         nap = std::min(nap * 2, std::chrono::microseconds(1000))) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      {
+        std::lock_guard relock(mutex_);
+        if (stopping_) return true;
+      }
+      std::this_thread::sleep_for(nap);
+    }
+    std::lock_guard relock(mutex_);
+    fed_page_locked_.erase(position);
+    return true;
+  }
 
   void enqueue(Work w) {
     {

@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import gc
 import threading
+import warnings
 import weakref
 
 import pytest
@@ -472,3 +473,66 @@ def test_the_batches_carried_to_the_next_for_are_dropped_by_load_state_dict():
     assert state == {"inner": {"at": 4}}
     p.load_state_dict(state)
     assert [b[0] for b in p] == list(range(4, 10))
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_an_iterator_that_raises_after_a_for_left_early_raises_in_the_next_for_after_the_batches_before(thread):
+    torch = torch_or_skip()
+
+    def five_then_fails():
+        for k in range(5):
+            yield torch.full((8,), k)
+        raise ValueError("boom at 5")
+
+    p = sluice.Prefetcher(five_then_fails(), ahead=3, thread=thread, _host_executor=HOST)
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no wait ran out on the way
+        for batch in p:
+            seen.append(int(batch[0]))
+            break
+        with pytest.raises(ValueError, match="boom at 5"):
+            for batch in p:
+                seen.append(int(batch[0]))
+    assert seen == [0, 1, 2, 3, 4]
+    assert not _threads()
+
+
+def test_an_iterator_that_raises_while_the_loop_leaves_raises_in_the_next_for():
+    """The producer is inside the iterator as the loop leaves, and the iterator raises there."""
+    torch = torch_or_skip()
+    release = threading.Event()
+
+    def two_then_fails():
+        yield torch.full((8,), 0)
+        yield torch.full((8,), 1)
+        release.wait(10)
+        raise ValueError("boom while leaving")
+
+    p = sluice.Prefetcher(two_then_fails(), ahead=3, _host_executor=HOST)
+    threading.Timer(0.2, release.set).start()
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for batch in p:
+            seen.append(int(batch[0]))
+            break
+        with pytest.raises(ValueError, match="boom while leaving"):
+            for batch in p:
+                seen.append(int(batch[0]))
+    assert seen == [0, 1]
+    assert not _threads()
+
+
+@pytest.mark.parametrize("thread", [True, False])
+def test_a_for_left_while_it_yields_the_carried_batches_carries_the_rest(thread):
+    torch = torch_or_skip()
+    p = sluice.Prefetcher((torch.full((8,), k) for k in range(12)), ahead=4, thread=thread, _host_executor=HOST)
+    seen = []
+    for leave_at in (1, 2, 3, None):  # the second and third `for`s leave among the carried batches
+        for batch in p:
+            seen.append(int(batch[0]))
+            if len(seen) == leave_at:
+                break
+    assert seen == list(range(12))
+    assert not _threads()
