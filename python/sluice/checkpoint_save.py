@@ -18,6 +18,7 @@ import os
 import queue
 import sys
 import threading
+import traceback
 
 from . import _sluice
 from ._arrays import torch_or_none
@@ -100,12 +101,25 @@ def _run_save(state, run):
     try:
         run()
     except BaseException as e:  # noqa: BLE001 - handed to wait(), or told on stderr
+        _let_go_of_locals(e)
         state.error = e
         with _failures_lock:
             if not state.orphaned:
                 _unretrieved[state.token] = (state.path, e)
                 return
         _report_failure(state.path, e)
+
+
+def _let_go_of_locals(error):
+    """The error keeps its traceback (where it failed) but not its frames' variables: they hold the
+    save's copies of the tensors (on a GPU, the model's size in device memory), which would live
+    as long as the error is kept, or until a garbage collection (in a DataLoader worker forked
+    meanwhile, that collection frees CUDA memory in a process that cannot touch the device)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
 
 
 # Background saves that failed and whose error no wait() has raised yet, whose handles are
@@ -189,8 +203,8 @@ def save_file(tensors, path, metadata=None, *, background=False, chunk_mib=64, s
     # writers already (see _Writers).
     writers = _Writers(threads)
     try:
-        return SaveHandle(path, lambda: _write(torch, path, header, entries, total, chunk_bytes, staging, writers,
-                                               streams))
+        return SaveHandle(path, lambda: _write_copies(torch, path, header, entries, total, chunk_bytes, staging,
+                                                      writers, streams))
     except BaseException:
         writers.shutdown()
         raise
@@ -368,6 +382,16 @@ class _Writers:
             self._work.put(None)
         for thread in self._threads:
             thread.join()
+
+
+def _write_copies(torch, path, header, copies, total, chunk_bytes, staging, writers, streams):
+    """_write of a background save's copies, which it lets go of as it ends, written or not: the
+    error it may raise is kept for wait(), and its traceback's frames must not keep them (see
+    _let_go_of_locals)."""
+    try:
+        _write(torch, path, header, copies, total, chunk_bytes, staging, writers, streams)
+    finally:
+        copies.clear()
 
 
 def _write(torch, path, header, entries, total, chunk_bytes, staging, writers, streams):

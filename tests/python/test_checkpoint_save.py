@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import time
+import weakref
 
 import pytest
 
@@ -208,6 +209,34 @@ def test_a_background_save_that_fails_raises_from_wait(tmp_path, monkeypatch):
     assert handle.done()
     assert path.read_bytes() == b"the previous checkpoint"
     assert _leftovers(tmp_path, {"m.safetensors"}) == []
+
+
+def test_a_failed_background_save_lets_go_of_its_copies_at_once(tmp_path, monkeypatch):
+    # The error a failed save keeps for wait() must not keep the save's copies of the tensors (on
+    # a GPU: the model's size in device memory) through its traceback's frames, for as long as the
+    # error lives or until a garbage collection (in a DataLoader worker forked meanwhile, that
+    # collection frees CUDA memory in a process that cannot touch the device).
+    torch = torch_or_skip()
+    monkeypatch.setattr(sluice._sluice, "_FileSink", _failing_sink(after=1))
+    copies = []
+    snapshot = sluice.checkpoint_save._snapshot
+
+    def watched(torch, entries):
+        out = snapshot(torch, entries)
+        copies.extend(weakref.ref(t) for _, t, _, _ in out[0])
+        return out
+
+    monkeypatch.setattr(sluice.checkpoint_save, "_snapshot", watched)
+    gc.disable()
+    try:
+        handle = sluice.save_file({"a": torch.ones(1000), "b": torch.zeros(10)}, tmp_path / "m.safetensors",
+                                  background=True)
+        with pytest.raises(sluice.IoError, match="disk full") as raised:
+            handle.wait()
+        assert raised.value.__traceback__ is not None  # the error still says where it failed
+        assert len(copies) == 2 and [c() for c in copies] == [None, None]
+    finally:
+        gc.enable()
 
 
 def test_a_failed_background_save_whose_handle_is_dropped_says_so(tmp_path, monkeypatch, capfd):
