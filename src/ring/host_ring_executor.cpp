@@ -43,19 +43,18 @@ void HostRingExecutor::make_slots(const RingPlan& plan) {
   std::lock_guard lock(s_->mutex);
   if (s_->plan) throw std::logic_error("host ring executor: runs one ring at a time");
   s_->plan.emplace(plan);
+  s_->engine_plan.emplace(*s_->plan);
   s_->device.clear();
   for (std::size_t d = 0; d < plan.slots(); ++d)
     s_->device.push_back(std::make_shared<std::vector<std::byte>>(plan.device_slot_bytes(), poison));
   s_->staging.assign(plan.staging_slots(), std::vector<std::byte>(plan.slot_bytes(), poison));
   s_->runs.clear();
-  s_->device_holder.assign(plan.slots(), std::nullopt);
-  s_->staging_holder.assign(plan.staging_slots(), std::nullopt);
   s_->first_failure.reset();
   s_->copy_failed = s_->consumer_failed = s_->finishing = false;
-  s_->staging_lane = std::make_unique<LaneThread>();
-  s_->copy_lane = std::make_unique<LaneThread>();
-  s_->consumer_lane = std::make_unique<LaneThread>();
-  if (plan.transformed()) s_->side_lane = std::make_unique<LaneThread>();
+  s_->staging_lane = std::make_unique<engine::LaneThread>();
+  s_->copy_lane = std::make_unique<engine::LaneThread>();
+  s_->consumer_lane = std::make_unique<engine::LaneThread>();
+  if (plan.transformed()) s_->side_lane = std::make_unique<engine::LaneThread>();
   s_->idle = {};
   s_->timed_takes = 0;
 }
@@ -234,7 +233,7 @@ void HostRingExecutor::finish() noexcept {
   s_->changed.notify_all();
   // Each lane runs what it was given to the end: waits on operations that
   // never came give up, so none waits forever.
-  std::unique_ptr<LaneThread> lanes[4];
+  std::unique_ptr<engine::LaneThread> lanes[4];
   {
     std::lock_guard lock(s_->mutex);
     lanes[0] = std::move(s_->staging_lane);
@@ -246,6 +245,7 @@ void HostRingExecutor::finish() noexcept {
   std::lock_guard lock(s_->mutex);
   s_->device.clear();
   s_->staging.clear();
+  s_->engine_plan.reset();
   s_->plan.reset();
 }
 

@@ -7,14 +7,11 @@
 #include <exception>
 #include <thread>
 
-#include "core/splitmix64.hpp"
 
 namespace sluice::ring {
 
 void HostRingExecutor::State::jitter(std::uint64_t key) const {
-  if (options.jitter_us == 0) return;
-  const auto us = sluice::detail::splitmix64(options.seed * 0x100000001b3ull ^ key) % (options.jitter_us + 1);
-  std::this_thread::sleep_for(std::chrono::microseconds(us));
+  engine::Jitter(options.jitter_us, options.seed).pause(key);
 }
 
 void HostRingExecutor::State::wait_edges(const RingOp& op, std::unique_lock<std::mutex>& lock) {
@@ -26,37 +23,10 @@ void HostRingExecutor::State::wait_edges(const RingOp& op, std::unique_lock<std:
 
 void HostRingExecutor::State::check(const RingOp& op) {
   ++checked;
-  const std::size_t p = op.ref.position;
-  for (const RingEdge& e : op) {
-    if (e.why == Why::ahead ? run(e.on) == Run::none : !finished(e.on))
-      violation(fmt::format("position {} {}: starts before the {} of position {} ({})", p, to_string(op.ref.step),
-                            to_string(e.on.step), e.on.position, to_string(e.why)));
-  }
-  if (op.ref.step == Step::stage) {
-    auto& holder = staging_holder.at(op.staging_slot);
-    if (holder && *holder != p)
-      violation(fmt::format("position {} stage: staging slot {} overwritten while its copy of position {} is pending",
-                            p, op.staging_slot, *holder));
-    holder = p;
-  } else if (op.ref.step == Step::copy) {
-    auto& holder = device_holder.at(op.device_slot);
-    if (holder && *holder != p)
-      violation(fmt::format("position {} copy: device slot {} overwritten while position {} is not released", p,
-                            op.device_slot, *holder));
-    holder = p;
-  } else if (op.ref.step == Step::take) {
-    const auto& holder = device_holder.at(op.device_slot);
-    if (holder != p)
-      violation(fmt::format("position {} take: device slot {} holds {}", p, op.device_slot,
-                            holder ? fmt::format("position {}", *holder) : std::string("nothing")));
-  }
-}
-
-void HostRingExecutor::State::finished_with_slots(const RingOp& op) {
-  const std::size_t p = op.ref.position;
-  if (op.ref.step == Step::copy && plan->staged() && staging_holder.at(op.staging_slot) == p)
-    staging_holder.at(op.staging_slot).reset();
-  if (op.ref.step == Step::release && device_holder.at(op.device_slot) == p) device_holder.at(op.device_slot).reset();
+  std::vector<engine::Violation> found;
+  engine::check_start(*engine_plan, engine_plan->op(RingEnginePlan::key(op.ref)),
+                      [this](engine::OpKey k) { return progress(RingEnginePlan::ref(k)); }, found);
+  for (const engine::Violation& v : found) violation(engine_plan->describe(v));
 }
 
 void HostRingExecutor::State::timed_take(std::chrono::steady_clock::time_point from) {
@@ -101,7 +71,6 @@ std::optional<std::string> HostRingExecutor::State::perform(const RingOp& op, bo
   }
   {
     std::lock_guard lock(mutex);
-    finished_with_slots(op);
     run(op.ref) = failed ? Run::failed : Run::done;
     if (failed && lane_failed) {
       *lane_failed = true;

@@ -16,26 +16,27 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/jitter.hpp"
+#include "engine/lane_thread.hpp"
+#include "engine/plan_check.hpp"
 #include "ring/host_ring_executor.hpp"
-#include "ring/lane_thread.hpp"
+#include "ring/ring_engine_plan.hpp"
 
 namespace sluice::ring {
 
 struct HostRingExecutor::State {
-  // How far an operation has run.
-  enum class Run : std::uint8_t { none, submitted, done, failed };
+  using Run = engine::Progress;
 
   HostRingOptions options;
   mutable std::mutex mutex;
   std::condition_variable changed;
   std::optional<RingPlan> plan;
+  std::optional<RingEnginePlan> engine_plan;  // *plan in the engine's form, for the checks
   // A device slot's memory is shared with whoever holds a position taken
   // from it (Ring::Taken::memory), so that a detached one outlives the slot.
   std::vector<std::shared_ptr<std::vector<std::byte>>> device;
   std::vector<std::vector<std::byte>> staging;
   std::unordered_map<std::size_t, Run> runs;  // by OpRef::index(): an unbounded ring has no end to size a vector by
-  std::vector<std::optional<std::size_t>> device_holder;   // the position a device slot holds until released
-  std::vector<std::optional<std::size_t>> staging_holder;  // the position a staging slot holds until copied
   std::vector<RingFault> faults;
   EdgeFilter keep;
   std::vector<std::string> violations;
@@ -45,17 +46,17 @@ struct HostRingExecutor::State {
   bool finishing = false;
   std::uint64_t consumer_work = 0;
   // side_lane: a transform whose ready does not wait for it (an edge left out).
-  std::unique_ptr<LaneThread> staging_lane, copy_lane, side_lane, consumer_lane;
+  std::unique_ptr<engine::LaneThread> staging_lane, copy_lane, side_lane, consumer_lane;
   IdleTimes idle;  // takes enqueued; a timed plan's waits, by the clock, as the lane runs them
   std::size_t timed_takes = 0;
   std::chrono::steady_clock::time_point loop_start;
 
   Run& run(OpRef ref) { return runs[ref.index()]; }
-  bool finished(OpRef ref) const {
+  Run progress(OpRef ref) const {
     const auto at = runs.find(ref.index());
-    const Run r = at == runs.end() ? Run::none : at->second;
-    return r == Run::done || r == Run::failed;
+    return at == runs.end() ? Run::none : at->second;
   }
+  bool finished(OpRef ref) const { return engine::settled(progress(ref)); }
   bool kept(const RingOp& op, const RingEdge& e) const { return !keep || keep(op, e); }
 
   void submitted(OpRef ref) {
@@ -72,10 +73,8 @@ struct HostRingExecutor::State {
 
   void violation(std::string what) { violations.push_back(std::move(what)); }
 
-  // The plan's edges and the slots' holders, as the operation starts.
+  // The plan's edges and slots, as the operation starts (engine/plan_check.hpp).
   void check(const RingOp& op);
-
-  void finished_with_slots(const RingOp& op);
 
   // A take's wait for its ready, from `from` to now, into `idle`.
   void timed_take(std::chrono::steady_clock::time_point from);

@@ -38,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/core/few.hpp"
 #include "sluice/pipeline/chunk_plan.hpp"
 #include "sluice/pipeline/pipeline_options.hpp"
 #include "sluice/trace/stage_interval.hpp"
@@ -109,23 +110,6 @@ std::string_view to_string(Reason reason);
 struct Edge {
   OpRef on;
   Reason why = Reason::data;
-};
-
-// A few elements kept in place: an operation has at most three edges and
-// three slots, and the driver builds one per operation it submits.
-template <typename T, std::size_t N>
-class Few {
- public:
-  void push(const T& value) { items_[size_++] = value; }
-  std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  const T* begin() const { return items_.data(); }
-  const T* end() const { return items_.data() + size_; }
-  const T& operator[](std::size_t i) const { return items_[i]; }
-
- private:
-  std::array<T, N> items_{};
-  std::size_t size_ = 0;
 };
 
 struct Op {

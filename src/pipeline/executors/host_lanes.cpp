@@ -6,14 +6,16 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <mutex>
-#include <random>
 #include <thread>
 
+#include "engine/jitter.hpp"
+#include "engine/lane_thread.hpp"
+#include "engine/plan_check.hpp"
 #include "executor.hpp"
 #include "host_device.hpp"
+#include "pipeline/schedule/schedule_plan.hpp"
 #include "sluice/pipeline/pipeline.hpp"
 
 namespace sluice::detail {
@@ -39,21 +41,16 @@ class NoBinding final : public ThreadBinding {};
 class HostLanes final : public Executor {
  public:
   HostLanes(std::shared_ptr<HostDevice> device, const PipelineOptions& options)
-      : device_(std::move(device)), lanes_(2 + compute_stream_count(options)) {
-    std::uint64_t seed = device_->options().seed;
-    for (auto& lane : lanes_) lane.rng.seed(seed++);
-    for (std::size_t i = 0; i < lanes_.size(); ++i) lanes_[i].thread = std::thread([this, i] { serve(i); });
-    device_->lanes_started(lanes_.size());
+      : device_(std::move(device)), jitter_(device_->options().jitter_us, device_->options().seed) {
+    const std::size_t lanes = 2 + compute_stream_count(options);
+    for (std::size_t i = 0; i < lanes; ++i) lanes_.push_back(std::make_unique<engine::LaneThread>());
+    device_->lanes_started(lanes);
   }
 
   ~HostLanes() override {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    for (auto& lane : lanes_) lane.thread.join();
-    device_->lanes_stopped(lanes_.size());
+    const std::size_t lanes = lanes_.size();
+    lanes_.clear();  // each lane runs what it was given, then ends
+    device_->lanes_stopped(lanes);
   }
 
   std::string name() const override { return "the host executor"; }
@@ -69,7 +66,10 @@ class HostLanes final : public Executor {
     return std::make_unique<HostLock>(device_, device_->lock(data, bytes));
   }
 
-  void prepare(const Schedule& schedule, bool) override { schedule_ = &schedule; }
+  void prepare(const Schedule& schedule, bool) override {
+    schedule_ = &schedule;
+    plan_.emplace(schedule);
+  }
   std::unique_ptr<ThreadBinding> bind_thread() override { return std::make_unique<NoBinding>(); }
 
   void begin_run(std::optional<StreamView> caller, bool) override {
@@ -82,6 +82,7 @@ class HostLanes final : public Executor {
     first_broken_.clear();
     finish_ms_ = 0;
     origin_ = Clock::now();
+    ++runs_;
   }
   void wait_for_caller_on_host() override {}
   void wait_on_host(StreamView) override {}  // a caller's stream is refused here
@@ -99,8 +100,8 @@ class HostLanes final : public Executor {
   void begin(const Op& op) override {
     if (device_->take_fault(op.ref, InjectedFault::Kind::submit))
       throw HostExecutorError("host executor: an injected failure submitting " + detail::name(op.ref));
-    enqueue(op, [this, op, lane = &lane_of(op)] {
-      pause(lane->rng);
+    enqueue(op, [this, op, key = pause_key(op.ref)] {
+      jitter_.pause(key);
       std::lock_guard lock(mutex_);
       start(op);
     });
@@ -152,15 +153,14 @@ class HostLanes final : public Executor {
   }
 
   void end_run(std::optional<StreamView>) override {
-    enqueue(lanes_[1], [this] {
+    lanes_[1]->enqueue([this] {
       std::lock_guard lock(mutex_);
       finish_ms_ = now_ms();
     });
   }
 
   void host_started(const Op& op) override {
-    thread_local std::mt19937_64 rng{device_->options().seed};
-    pause(rng);
+    jitter_.pause(pause_key(op.ref));
     if (device_->take_fault(op.ref, InjectedFault::Kind::execution))
       throw HostExecutorError("host executor: an injected failure in " + detail::name(op.ref));
     std::lock_guard lock(mutex_);
@@ -196,12 +196,8 @@ class HostLanes final : public Executor {
   }
 
   std::exception_ptr synchronize() override {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] {
-      for (const auto& lane : lanes_)
-        if (lane.busy || !lane.tasks.empty()) return false;
-      return true;
-    });
+    for (const auto& lane : lanes_) lane->wait_idle();
+    std::lock_guard lock(mutex_);
     if (run_error_) return run_error_;
     if (broken_ > 0)
       return std::make_exception_ptr(HostExecutorError("the host executor saw the schedule broken " +
@@ -238,60 +234,23 @@ class HostLanes final : public Executor {
     bool from_callback = false;
     OpRef at;
   };
-  struct Lane {
-    std::thread thread;
-    std::deque<std::function<void()>> tasks;
-    bool busy = false;
-    std::mt19937_64 rng;
-  };
 
   SlotMemory allocate(std::size_t bytes, MemoryKind kind) {
     std::byte* data = device_->allocate(bytes, kind);
     return {data, bytes, [device = device_](std::byte* p) { device->free(p); }};
   }
 
-  Lane& lane_of(const Op& op) {
+  engine::LaneThread& lane_of(const Op& op) {
     switch (op.ref.stage) {
-      case Stage::h2d: return lanes_[0];
-      case Stage::d2h: return lanes_[1];
-      default: return lanes_[2 + op.stream % (lanes_.size() - 2)];
+      case Stage::h2d: return *lanes_[0];
+      case Stage::d2h: return *lanes_[1];
+      default: return *lanes_[2 + op.stream % (lanes_.size() - 2)];
     }
   }
-  void enqueue(const Op& op, std::function<void()> task) { enqueue(lane_of(op), std::move(task)); }
-  void enqueue(Lane& lane, std::function<void()> task) {
-    {
-      std::lock_guard lock(mutex_);
-      lane.tasks.push_back(std::move(task));
-    }
-    changed_.notify_all();
-  }
+  void enqueue(const Op& op, std::function<void()> task) { lane_of(op).enqueue(std::move(task)); }
 
-  void serve(std::size_t index) {
-    Lane& lane = lanes_[index];
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || !lane.tasks.empty(); });
-        if (lane.tasks.empty()) return;  // stopping, and nothing left
-        task = std::move(lane.tasks.front());
-        lane.tasks.pop_front();
-        lane.busy = true;
-      }
-      task();
-      {
-        std::lock_guard lock(mutex_);
-        lane.busy = false;
-      }
-      changed_.notify_all();
-    }
-  }
-
-  void pause(std::mt19937_64& rng) {
-    const unsigned most = device_->options().jitter_us;
-    if (most == 0) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<unsigned>(0, most)(rng)));
-  }
+  // An operation's pause differs from run to run of one pipeline.
+  std::uint64_t pause_key(OpRef ref) const { return ref.index() ^ (runs_ << 40); }
 
   double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
   State& state(OpRef r) { return states_.at(r.index()); }
@@ -352,44 +311,31 @@ class HostLanes final : public Executor {
 
   void check(const Op& op) {
     device_->count_checked();
-    auto report = [&](std::string what) {
+    std::vector<engine::Violation> found;
+    engine::check_start(*plan_, plan_->op(SchedulePlan::key(op.ref)), [this](engine::OpKey k) {
+      switch (state(SchedulePlan::ref(k)).phase) {
+        case Phase::pending: return engine::Progress::none;
+        case Phase::started: return engine::Progress::started;
+        case Phase::done: return engine::Progress::done;
+        case Phase::failed: return engine::Progress::failed;
+      }
+      return engine::Progress::none;
+    }, found);
+    for (const engine::Violation& v : found) {
+      std::string what = plan_->describe(v);
       if (broken_++ == 0) first_broken_ = what;
       device_->violation(std::move(what));
-    };
-    const Schedule& s = *schedule_;
-    const Op planned = s.op(op.ref);
-    for (const Edge& edge : planned.waits)
-      if (state(edge.on).phase != Phase::done)
-        report(detail::name(op.ref) + " started before " + detail::name(edge.on) + " had finished (" +
-               std::string(to_string(edge.why)) + ")");
-    const std::size_t c = op.ref.chunk;
-    for (const SlotUse& use : planned.slots) {
-      const std::size_t size = s.ring_size(use.ring);
-      const std::string slot = std::string(to_string(use.ring)) + "[" + std::to_string(use.slot) + "]";
-      if (writes(use.access) && c >= size)
-        for (std::size_t st = 0; st < stage_count; ++st) {
-          const OpRef previous{c - size, static_cast<Stage>(st)};
-          for (const SlotUse& u : s.op(previous).slots)
-            if (u.ring == use.ring && state(previous).phase != Phase::done)
-              report(detail::name(op.ref) + " wrote " + slot + " while " + detail::name(previous) +
-                     " still used its previous contents");
-        }
-      if (reads(use.access))
-        for (std::size_t st = 0; st < static_cast<std::size_t>(op.ref.stage); ++st) {
-          const OpRef earlier{c, static_cast<Stage>(st)};
-          for (const SlotUse& w : s.op(earlier).slots)
-            if (w.ring == use.ring && writes(w.access) && state(earlier).phase != Phase::done)
-              report(detail::name(op.ref) + " read " + slot + " before " + detail::name(earlier) + " had written it");
-        }
     }
   }
 
   std::shared_ptr<HostDevice> device_;
   const Schedule* schedule_ = nullptr;
+  std::optional<SchedulePlan> plan_;  // the schedule in the engine's form, for the checks
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<Lane> lanes_;  // h2d, d2h, then the compute streams
-  bool stopping_ = false;
+  engine::Jitter jitter_;
+  std::uint64_t runs_ = 0;  // runs begun, for the pauses
+  std::vector<std::unique_ptr<engine::LaneThread>> lanes_;  // h2d, d2h, then the compute streams; last: they end first
   std::vector<State> states_;  // [operation index] of this run
   std::exception_ptr run_error_;
   bool run_error_callback_ = false;

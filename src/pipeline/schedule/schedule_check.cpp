@@ -2,8 +2,9 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
-#include <unordered_set>
 
+#include "engine/plan_check.hpp"
+#include "pipeline/schedule/schedule_plan.hpp"
 #include "sluice/core/byte_size.hpp"
 #include "sluice/pipeline/schedule.hpp"
 
@@ -15,52 +16,6 @@ constexpr std::array<Stage, stage_count> all_stages{Stage::stage_in, Stage::h2d,
                                                     Stage::stage_out};
 
 std::string name(OpRef r) { return std::string(to_string(r.stage)) + " " + std::to_string(r.chunk); }
-
-// The operation before `op` on its lane, for lanes that run one at a time in chunk order.
-std::optional<OpRef> lane_predecessor(const Schedule& s, const Op& op) {
-  const std::size_t c = op.ref.chunk;
-  switch (op.ref.stage) {
-    case Stage::stage_in: return std::nullopt;  // the staging threads may overlap them
-    case Stage::compute:
-      if (c >= s.compute_streams()) return OpRef{c - s.compute_streams(), Stage::compute};
-      return std::nullopt;
-    default:
-      if (c >= 1) return OpRef{c - 1, op.ref.stage};
-      return std::nullopt;
-  }
-}
-
-class HappensBefore {
- public:
-  HappensBefore(const Schedule& s, const EdgeFilter& keep) : s_(s), keep_(keep) {}
-
-  // Whether `before` is done whenever `after` starts: a path of kept edges
-  // and lane order from `after` back to `before`. Edges only point to the
-  // same or earlier chunks, so the search never goes below before's chunk.
-  bool operator()(OpRef before, OpRef after) const {
-    if (before == after) return false;
-    std::vector<OpRef> todo{after};
-    std::unordered_set<std::size_t> seen{after.index()};
-    while (!todo.empty()) {
-      const Op op = s_.op(todo.back());
-      todo.pop_back();
-      auto visit = [&](OpRef r) {
-        if (r.chunk < before.chunk || !seen.insert(r.index()).second) return false;
-        if (r == before) return true;
-        todo.push_back(r);
-        return false;
-      };
-      for (const Edge& e : op.waits)
-        if ((!keep_ || keep_(op, e)) && visit(e.on)) return true;
-      if (const auto prev = lane_predecessor(s_, op); prev && visit(*prev)) return true;
-    }
-    return false;
-  }
-
- private:
-  const Schedule& s_;
-  const EdgeFilter& keep_;
-};
 
 void check_rings(const Schedule& s, std::vector<std::string>& faults) {
   auto expect = [&](Ring ring, bool used) {
@@ -103,40 +58,9 @@ std::vector<std::string> check(const Schedule& s, const EdgeFilter& keep) {
   std::vector<std::string> faults;
   check_rings(s, faults);
   check_submissions(s, faults);
-  const HappensBefore before(s, keep);
-  for (std::size_t c = 0; c < s.chunk_count(); ++c)
-    for (Stage stage : all_stages) {
-      const Op op = s.op(c, stage);
-      for (const Edge& e : op.waits)
-        if (e.on.chunk > c || (e.on.chunk == c && e.on.stage >= stage))
-          faults.push_back(name(op.ref) + " waits on " + name(e.on) + ", which does not come before it");
-      for (const SlotUse& use : op.slots) {
-        const std::size_t size = s.ring_size(use.ring);
-        if (size == 0 || use.slot != c % size) {
-          faults.push_back(name(op.ref) + " uses " + std::string(to_string(use.ring)) + " slot " +
-                           std::to_string(use.slot) + ", not its chunk's");
-          continue;
-        }
-        // A read comes after the chunk's earlier writes of the slot.
-        if (reads(use.access))
-          for (Stage earlier : all_stages) {
-            if (earlier >= stage) break;
-            for (const SlotUse& w : s.op(c, earlier).slots)
-              if (w.ring == use.ring && writes(w.access) && !before({c, earlier}, op.ref))
-                faults.push_back(name(op.ref) + " may read " + std::string(to_string(use.ring)) + " slot " +
-                                 std::to_string(use.slot) + " before " + name({c, earlier}) + " has written it");
-          }
-        // A write comes after every use of the slot's previous contents.
-        if (writes(use.access) && c >= size) {
-          const std::size_t previous = c - size;
-          for (Stage other : all_stages)
-            for (const SlotUse& u : s.op(previous, other).slots)
-              if (u.ring == use.ring && !before({previous, other}, op.ref))
-                faults.push_back(name(op.ref) + " may overwrite " + std::string(to_string(use.ring)) + " slot " +
-                                 std::to_string(use.slot) + " while " + name({previous, other}) + " still uses it");
-        }
-      }
-    }
+  const detail::SchedulePlan plan(s);
+  for (const engine::Violation& v : engine::check(plan, detail::keep_in_engine_terms(s, keep)))
+    faults.push_back(plan.describe(v));
   return faults;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// One lane of the host ring executor: a thread that runs what is enqueued on
-// it, in order, as a stream runs its work. Host-only.
+// One lane of a host executor: a thread that runs what is enqueued on it, in
+// order, as a CUDA stream runs its work. Host-only.
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -10,7 +10,7 @@
 
 #include "core/thread_name.hpp"
 
-namespace sluice::ring {
+namespace sluice::engine {
 
 class LaneThread {
  public:
@@ -35,6 +35,11 @@ class LaneThread {
     std::lock_guard lock(mutex_);
     return queue_.size() + (busy_ ? 1 : 0);
   }
+  // Until everything enqueued so far has run.
+  void wait_idle() const {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  }
   // Runs what is enqueued to the end, then ends the thread.
   void join() {
     {
@@ -58,15 +63,16 @@ class LaneThread {
       work();  // never throws: the executor's operations catch what they run
       lock.lock();
       busy_ = false;
+      if (queue_.empty()) changed_.notify_all();  // wait_idle()
     }
   }
 
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  mutable std::condition_variable changed_;
   std::deque<std::function<void()>> queue_;
   bool busy_ = false;
   bool closing_ = false;
   std::thread thread_;  // last: starts when everything above exists
 };
 
-}  // namespace sluice::ring
+}  // namespace sluice::engine

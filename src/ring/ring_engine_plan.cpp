@@ -1,0 +1,81 @@
+#include "ring/ring_engine_plan.hpp"
+
+#include <fmt/format.h>
+
+namespace sluice::ring {
+
+namespace {
+
+constexpr auto staging = static_cast<std::uint8_t>(SlotRing::staging);
+constexpr auto device = static_cast<std::uint8_t>(SlotRing::device);
+
+}  // namespace
+
+engine::Op RingEnginePlan::form(const RingOp& op) const {
+  engine::Op out;
+  out.key = key(op.ref);
+  out.lane = static_cast<std::uint8_t>(op.lane);
+  out.active = op.active;
+  const std::size_t p = op.ref.position;
+  const bool has_previous = p > p_.start();
+  switch (op.ref.step) {
+    case Step::stage:
+      if (!op.active) break;
+      out.slots.push({staging, op.staging_slot, engine::Access::write});
+      if (has_previous) out.after = key({p - 1, Step::stage});  // the producer stages one position at a time
+      break;
+    case Step::copy:
+      if (p_.staged()) out.slots.push({staging, op.staging_slot, engine::Access::read});
+      out.slots.push({device, op.device_slot, engine::Access::write});
+      if (has_previous) out.after = key({p - 1, Step::ready});
+      break;
+    case Step::transform:
+      if (!op.active) break;
+      out.slots.push({device, op.device_slot, engine::Access::read_write});
+      out.after = key({p, Step::copy});
+      break;
+    case Step::ready: out.after = key({p, p_.transformed() ? Step::transform : Step::copy}); break;
+    case Step::take:
+      out.slots.push({device, op.device_slot, engine::Access::read});
+      if (has_previous) out.after = key({p - 1, Step::take});
+      break;
+    case Step::release: out.slots.push({device, op.device_slot, engine::Access::read}); break;
+  }
+  for (const RingEdge& e : op)
+    out.edges.push({key(e.on), static_cast<std::uint8_t>(e.why),
+                    e.why == Why::ahead ? engine::Until::submitted : engine::Until::finished});
+  return out;
+}
+
+std::size_t RingEnginePlan::ring_size(std::uint8_t ring) const {
+  return ring == device ? p_.slots() : p_.staging_slots();
+}
+
+std::string RingEnginePlan::name(engine::OpKey k) const {
+  return fmt::format("position {} {}", k.group, to_string(static_cast<Step>(k.step)));
+}
+
+std::string RingEnginePlan::ring_name(std::uint8_t ring) const { return ring == device ? "device" : "staging"; }
+
+std::string RingEnginePlan::why_name(std::uint8_t why) const { return std::string(to_string(static_cast<Why>(why))); }
+
+std::string RingEnginePlan::describe(const engine::Violation& v) const {
+  using Kind = engine::Violation::Kind;
+  const std::string at = name(v.op);
+  const std::string slot = fmt::format("{} slot {}", ring_name(v.use.ring), v.use.slot);
+  switch (v.kind) {
+    case Kind::started_early:
+      return fmt::format("{}: starts before the {} of position {} ({})", at, to_string(static_cast<Step>(v.edge.on.step)),
+                         v.edge.on.group, why_name(v.edge.why));
+    case Kind::overwrote:
+      return v.use.ring == staging
+                 ? fmt::format("{}: {} overwritten while its copy of position {} is pending", at, slot, v.other.group)
+                 : fmt::format("{}: {} overwritten while position {} is not released", at, slot, v.other.group);
+    case Kind::read_early:
+      return fmt::format("{}: {} read before the {} of position {} had written it", at, slot,
+                         to_string(static_cast<Step>(v.other.step)), v.other.group);
+    default: return Plan::describe(v);
+  }
+}
+
+}  // namespace sluice::ring
