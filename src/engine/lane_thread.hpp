@@ -35,7 +35,8 @@ class LaneThread {
     std::lock_guard lock(mutex_);
     return queue_.size() + (busy_ ? 1 : 0);
   }
-  // Until everything enqueued so far has run.
+  // Until its queue is empty and nothing runs (work enqueued meanwhile is
+  // waited for too). Never from a task of its own: it would wait for itself.
   void wait_idle() const {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return queue_.empty() && !busy_; });

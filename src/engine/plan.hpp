@@ -54,7 +54,6 @@ struct Edge {
 struct Op {
   OpKey key;
   std::uint8_t lane = 0;  // the domain's lane
-  bool active = true;     // false: moves nothing; it still marks its group's progress
   // The operation before it on its lane, where the lane runs its operations one at a time in order.
   std::optional<OpKey> after;
   Few<SlotUse, 3> slots;
@@ -83,10 +82,11 @@ struct Violation {
 // from its domain's rules when asked (a ring may have no end).
 class Plan {
  public:
+  static constexpr std::size_t no_end = SIZE_MAX;
   virtual ~Plan() = default;
   // Operations per group.
   virtual std::uint8_t steps() const = 0;
-  // The groups that run: first_group() up to groups() (SIZE_MAX: no end). A
+  // The groups that run: first_group() up to groups() (no_end: none). A
   // plan resumed past its first groups leaves out edges and slot uses before them.
   virtual std::size_t first_group() const { return 0; }
   virtual std::size_t groups() const = 0;

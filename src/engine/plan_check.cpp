@@ -1,6 +1,7 @@
 #include "engine/plan_check.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <unordered_set>
 
 namespace sluice::engine {
@@ -90,6 +91,8 @@ std::vector<Violation> check(const Plan& plan, const KeepEdge& keep, std::size_t
   std::vector<Violation> found;
   const HappensBefore ordered(plan, keep);
   const std::size_t first = plan.first_group();
+  if (plan.groups() == Plan::no_end && groups == SIZE_MAX)
+    throw std::invalid_argument("engine::check: a plan with no end is checked as far as asked");
   const std::size_t end = groups >= plan.groups() - first ? plan.groups() : first + groups;
   for (std::size_t g = first; g < end; ++g)
     for (std::uint8_t s = 0; s < plan.steps(); ++s) {

@@ -16,7 +16,7 @@ enum class Progress : std::uint8_t { none, submitted, started, done, failed };
 constexpr bool settled(Progress p) { return p == Progress::done || p == Progress::failed; }
 
 // Every operation of the groups from the plan's first, at most `groups` of
-// them (a plan with no end is checked that far): its edges wait on
+// them (a plan with no end must say how far: std::invalid_argument): its edges wait on
 // operations before it, its slots are its group's, and kept edges and lane
 // order put each write after every use of the slot's previous contents and
 // each read after the writes it reads. `keep` leaves edges out, to show what

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <thread>
 
+#include "engine/jitter.hpp"
 
 namespace sluice::ring {
 

@@ -16,7 +16,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/jitter.hpp"
 #include "engine/lane_thread.hpp"
 #include "engine/plan_check.hpp"
 #include "ring/host_ring_executor.hpp"

@@ -15,7 +15,6 @@ engine::Op RingEnginePlan::form(const RingOp& op) const {
   engine::Op out;
   out.key = key(op.ref);
   out.lane = static_cast<std::uint8_t>(op.lane);
-  out.active = op.active;
   const std::size_t p = op.ref.position;
   const bool has_previous = p > p_.start();
   switch (op.ref.step) {
@@ -34,7 +33,10 @@ engine::Op RingEnginePlan::form(const RingOp& op) const {
       out.slots.push({device, op.device_slot, engine::Access::read_write});
       out.after = key({p, Step::copy});
       break;
-    case Step::ready: out.after = key({p, p_.transformed() ? Step::transform : Step::copy}); break;
+    // Ready follows the copy on the copy lane. A transform runs between them
+    // there, or beside the lane where its edge is left out: the data edge, not
+    // lane order, is what puts ready after it.
+    case Step::ready: out.after = key({p, Step::copy}); break;
     case Step::take:
       out.slots.push({device, op.device_slot, engine::Access::read});
       if (has_previous) out.after = key({p - 1, Step::take});
@@ -68,9 +70,12 @@ std::string RingEnginePlan::describe(const engine::Violation& v) const {
       return fmt::format("{}: starts before the {} of position {} ({})", at, to_string(static_cast<Step>(v.edge.on.step)),
                          v.edge.on.group, why_name(v.edge.why));
     case Kind::overwrote:
-      return v.use.ring == staging
+      if (v.use.ring == device)
+        return fmt::format("{}: {} overwritten while position {} is not released", at, slot, v.other.group);
+      return static_cast<Step>(v.other.step) == Step::copy
                  ? fmt::format("{}: {} overwritten while its copy of position {} is pending", at, slot, v.other.group)
-                 : fmt::format("{}: {} overwritten while position {} is not released", at, slot, v.other.group);
+                 : fmt::format("{}: {} overwritten while the {} of position {} is pending", at, slot,
+                               to_string(static_cast<Step>(v.other.step)), v.other.group);
     case Kind::read_early:
       return fmt::format("{}: {} read before the {} of position {} had written it", at, slot,
                          to_string(static_cast<Step>(v.other.step)), v.other.group);

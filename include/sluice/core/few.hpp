@@ -3,13 +3,17 @@
 // edges and three slots, and executors build one per operation they submit.
 #include <array>
 #include <cstddef>
+#include <stdexcept>
 
 namespace sluice {
 
 template <typename T, std::size_t N>
 class Few {
  public:
-  void push(const T& value) { items_[size_++] = value; }
+  void push(const T& value) {
+    if (size_ == N) throw std::length_error("sluice::Few: more than its room");
+    items_[size_++] = value;
+  }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   const T* begin() const { return items_.data(); }

@@ -94,7 +94,7 @@ std::size_t lane_index(Stage stage) {
   }
 }
 
-class CudaExecutor final : public Executor {
+class CudaExecutor final : public Executor, public Replayer {
  public:
   explicit CudaExecutor(const PipelineOptions& o)
       : device_(resolve_device(o)),
@@ -293,6 +293,7 @@ class CudaExecutor final : public Executor {
   }
 
   // ---- Replayed runs: stream capture into a CUDA graph, launched as one.
+  Replayer* replayer() override { return this; }
   std::string cannot_replay() const override { return {}; }
 
   void begin_capture() override {

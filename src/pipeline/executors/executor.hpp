@@ -94,6 +94,8 @@ struct OpTimes {
   double start_ms = 0, end_ms = 0;  // from the run's origin
 };
 
+class Replayer;
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -163,9 +165,17 @@ class Executor {
   // The engines' rates at their best, for RunReport::bound (nullopt: not known here).
   virtual std::optional<EngineRates> rates(bool staged, StagingPool& pool) = 0;
 
-  // ---- Replayed runs (Replay::graph)
-  // Whether runs can be captured and replayed here; else why not.
+  // ---- Replayed runs (Replay::graph): a capability, not every executor's
+  // The executor's replayer; null where runs cannot be captured and replayed here.
+  virtual Replayer* replayer() { return nullptr; }
+  // Why runs cannot be replayed here; empty where they can.
   virtual std::string cannot_replay() const = 0;
+};
+
+// Runs captured once and replayed, where the executor can (a CUDA graph).
+class Replayer {
+ public:
+  virtual ~Replayer() = default;
   // From begin_capture() to end_capture(), the driver's device operations
   // are captured, not run; end_capture() makes them the run that replay()
   // launches, in place of any captured before. abort_capture() ends a

@@ -3,12 +3,12 @@
 // order, as a CUDA stream does; edges are waits on other lanes' marks.
 // Every operation is checked against the schedule as it starts
 // (host_executor.hpp).
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <thread>
 
 #include "engine/jitter.hpp"
 #include "engine/lane_thread.hpp"
@@ -24,7 +24,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string name(OpRef r) { return std::string(to_string(r.stage)) + " of chunk " + std::to_string(r.chunk); }
+std::string name(OpRef r) { return SchedulePlan::name_of(r); }
 
 class HostLock final : public detail::HostLock {
  public:
@@ -196,6 +196,8 @@ class HostLanes final : public Executor {
   }
 
   std::exception_ptr synchronize() override {
+    // One lane after another: no task enqueues on a lane, and the driver that
+    // does has stopped by now, so lanes idle one by one are idle together.
     for (const auto& lane : lanes_) lane->wait_idle();
     std::lock_guard lock(mutex_);
     if (run_error_) return run_error_;
@@ -219,11 +221,6 @@ class HostLanes final : public Executor {
   std::optional<EngineRates> rates(bool, StagingPool&) override { return device_->rates(); }
 
   std::string cannot_replay() const override { return "the host executor has no CUDA graphs to replay"; }
-  void begin_capture() override { throw std::logic_error(cannot_replay()); }
-  void end_capture() override { throw std::logic_error(cannot_replay()); }
-  void abort_capture() noexcept override {}
-  void replay(std::optional<StreamView>) override { throw std::logic_error(cannot_replay()); }
-  std::exception_ptr wait_replayed(Pause) override { return nullptr; }
 
  private:
   enum class Phase { pending, started, done, failed };
@@ -250,7 +247,7 @@ class HostLanes final : public Executor {
   void enqueue(const Op& op, std::function<void()> task) { lane_of(op).enqueue(std::move(task)); }
 
   // An operation's pause differs from run to run of one pipeline.
-  std::uint64_t pause_key(OpRef ref) const { return ref.index() ^ (runs_ << 40); }
+  std::uint64_t pause_key(OpRef ref) const { return ref.index() ^ (runs_.load() << 40); }
 
   double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
   State& state(OpRef r) { return states_.at(r.index()); }
@@ -334,8 +331,9 @@ class HostLanes final : public Executor {
   std::mutex mutex_;
   std::condition_variable changed_;
   engine::Jitter jitter_;
-  std::uint64_t runs_ = 0;  // runs begun, for the pauses
-  std::vector<std::unique_ptr<engine::LaneThread>> lanes_;  // h2d, d2h, then the compute streams; last: they end first
+  std::atomic<std::uint64_t> runs_{0};  // runs begun, for the pauses; read on the staging threads
+  // h2d, d2h, then the compute streams: the destructor ends them before anything they use goes.
+  std::vector<std::unique_ptr<engine::LaneThread>> lanes_;
   std::vector<State> states_;  // [operation index] of this run
   std::exception_ptr run_error_;
   bool run_error_callback_ = false;

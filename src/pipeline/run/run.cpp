@@ -192,18 +192,19 @@ void Run::replay() noexcept {
   }
   try {
     const auto binding = exec_.bind_thread();
+    Replayer& replayer = *exec_.replayer();  // a run that cannot be replayed here was refused as it was made
     if (std::vector<std::uintptr_t> key = capture_key(); key != core_.captured()) {
       core_.set_captured({});  // nothing valid is captured until this capture succeeds
-      exec_.begin_capture();
+      replayer.begin_capture();
       try {
         // Chunk by chunk, each H2D just before its kernel: the graph's edges
         // are the schedule's either way, but the order nodes are captured
         // in is the order a launch hands them to the copy engines.
         for (std::size_t chunk = 0; chunk < s.chunk_count(); ++chunk)
           for (const Stage stage : {Stage::h2d, Stage::compute, Stage::d2h}) submit(s.op(chunk, stage));
-        exec_.end_capture();
+        replayer.end_capture();
       } catch (...) {
-        exec_.abort_capture();
+        replayer.abort_capture();
         throw;
       }
       core_.set_captured(std::move(key));
@@ -213,7 +214,7 @@ void Run::replay() noexcept {
       edges_in();
     }
     host_origin_ = Clock::now();
-    exec_.replay(caller_);
+    replayer.replay(caller_);
     enqueued_ = s.chunk_count();
   } catch (const Stopped&) {
   } catch (...) {

@@ -83,7 +83,7 @@ void Run::drive_and_drain() noexcept {
 void Run::await_drained() {
   if (mode_ == Mode::replay) {
     if (!has_failed() && schedule_->chunk_count() > 0) {
-      if (std::exception_ptr error = exec_.wait_replayed(Pause::yield)) {
+      if (std::exception_ptr error = exec_.replayer()->wait_replayed(Pause::yield)) {
         fail(Failure::device, schedule_->chunk_count() - 1, "replay", error);
       } else {
         edges_out({0, schedule_->plan().chunk(schedule_->chunk_count() - 1).end});

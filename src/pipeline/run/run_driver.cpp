@@ -168,7 +168,7 @@ namespace {
 template <typename Fn>
 void for_each_edge_piece(const SpanRecord& s, std::size_t begin, std::size_t end, Fn&& fn) {
   const std::size_t bytes = s.bytes();
-  for (const auto [edge_begin, edge_end] : {std::pair{std::size_t{0}, s.head()}, std::pair{bytes - s.tail(), bytes}}) {
+  for (const auto& [edge_begin, edge_end] : {std::pair{std::size_t{0}, s.head()}, std::pair{bytes - s.tail(), bytes}}) {
     const std::size_t from = std::max(begin, edge_begin), to = std::min(end, edge_end);
     if (from < to) fn(s.host + from, s.own_lock()->edge(from, bytes), to - from);
   }

@@ -15,7 +15,10 @@ namespace {
 constexpr std::array<Stage, stage_count> all_stages{Stage::stage_in, Stage::h2d, Stage::compute, Stage::d2h,
                                                     Stage::stage_out};
 
-std::string name(OpRef r) { return std::string(to_string(r.stage)) + " " + std::to_string(r.chunk); }
+// In check()'s messages, as the engine's checks name operations: "h2d of chunk 3".
+std::string name(OpRef r) { return detail::SchedulePlan::name_of(r); }
+// In explain()'s lines, short: "h2d 3".
+std::string short_name(OpRef r) { return std::string(to_string(r.stage)) + " " + std::to_string(r.chunk); }
 
 void check_rings(const Schedule& s, std::vector<std::string>& faults) {
   auto expect = [&](Ring ring, bool used) {
@@ -107,7 +110,7 @@ std::string explain(const Schedule& s, std::size_t chunks) {
       if (!op.waits.empty()) {
         out << "; after";
         for (std::size_t i = 0; i < op.waits.size(); ++i)
-          out << (i ? ", " : " ") << name(op.waits[i].on) << " (" << to_string(op.waits[i].why) << ")";
+          out << (i ? ", " : " ") << short_name(op.waits[i].on) << " (" << to_string(op.waits[i].why) << ")";
       }
       if (op.after_caller) out << "; after the caller's stream";
       out << "\n";

@@ -29,7 +29,6 @@ engine::Op SchedulePlan::form(const Op& op) const {
   engine::Op out;
   out.key = key(op.ref);
   out.lane = static_cast<std::uint8_t>(op.lane);
-  out.active = op.active;
   if (const auto before = lane_predecessor(s_, op)) out.after = key(*before);
   for (const SlotUse& u : op.slots)
     out.slots.push({static_cast<std::uint8_t>(u.ring), u.slot, static_cast<engine::Access>(u.access)});
@@ -37,9 +36,8 @@ engine::Op SchedulePlan::form(const Op& op) const {
   return out;
 }
 
-std::string SchedulePlan::name(engine::OpKey k) const {
-  return std::string(to_string(static_cast<Stage>(k.step))) + " of chunk " + std::to_string(k.group);
-}
+std::string SchedulePlan::name_of(OpRef r) { return std::string(to_string(r.stage)) + " of chunk " + std::to_string(r.chunk); }
+std::string SchedulePlan::name(engine::OpKey k) const { return name_of(ref(k)); }
 std::string SchedulePlan::ring_name(std::uint8_t ring) const { return std::string(to_string(static_cast<Ring>(ring))); }
 std::string SchedulePlan::why_name(std::uint8_t why) const { return std::string(to_string(static_cast<Reason>(why))); }
 

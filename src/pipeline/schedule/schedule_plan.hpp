@@ -24,6 +24,7 @@ class SchedulePlan final : public engine::Plan {
   std::size_t ring_size(std::uint8_t ring) const override { return s_.ring_size(static_cast<Ring>(ring)); }
   engine::Op op(engine::OpKey key) const override { return form(s_.op(ref(key))); }
   std::string name(engine::OpKey key) const override;
+  static std::string name_of(OpRef ref);  // "h2d of chunk 3"
   std::string ring_name(std::uint8_t ring) const override;
   std::string why_name(std::uint8_t why) const override;
 
