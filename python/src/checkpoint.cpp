@@ -1,6 +1,6 @@
 // Checkpoints (sluice/checkpoint.py): a safetensors file's header, checked
 // before any GPU memory is taken, and byte ranges of a file read into device
-// memory through the ring's staging slots (ring/file_ranges.hpp). On device
+// memory through the ring's staging slots (io/file_ranges.hpp). On device
 // -1 the reads go to host memory on the host ring executor, so that the
 // Python side is tested where there is no GPU.
 #include <pybind11/pybind11.h>
@@ -18,7 +18,7 @@
 
 #include "bindings.hpp"
 #include "ring/cuda_ring_executor.hpp"
-#include "ring/file_ranges.hpp"
+#include "io/file_ranges.hpp"
 #include "ring/host_ring_executor.hpp"
 #include "sluice/core/pinned_buffer.hpp"
 #include "weights/safetensors_header.hpp"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/read_fully.hpp"
+#include "io/read_fully.hpp"
 #include "loader/cuda_loader.hpp"
 #include "sluice/core/io_error.hpp"
 

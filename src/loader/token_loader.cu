@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/read_fully.hpp"
+#include "io/read_fully.hpp"
 #include "loader/cuda_loader.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/loader/token_windows.hpp"

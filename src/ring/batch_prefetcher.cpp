@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "core/read_fully.hpp"
+#include "io/read_fully.hpp"
 
 namespace sluice::ring {
 
@@ -46,17 +46,6 @@ void read_piece(const HostPiece& piece, std::size_t k, std::byte* to, std::size_
 }
 
 }  // namespace
-
-BatchLayout lay_out(std::span<const HostPiece> pieces, std::size_t align) {
-  BatchLayout layout;
-  for (const HostPiece& piece : pieces) {
-    layout.bytes = (layout.bytes + align - 1) / align * align;
-    layout.offsets.push_back(layout.bytes);
-    layout.bytes += piece.bytes;
-  }
-  layout.bytes = std::max<std::size_t>(layout.bytes, 1);  // an empty batch still takes a position
-  return layout;
-}
 
 RingPlan BatchPrefetcher::plan(const PrefetchOptions& o) {
   if (o.ahead == 0 || o.held == 0 || o.staging == 0) throw std::invalid_argument("prefetcher: ahead, held and staging must be at least 1 batch");

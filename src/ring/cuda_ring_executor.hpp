@@ -39,7 +39,7 @@ enum class StagingWait {
   poll,   // asks the event, only yielding the core between asks: wakes within microseconds, keeps the core
 };
 
-// A file read's lanes (file_ranges.hpp) poll: each is a thread that does
+// A file read's lanes (io/file_ranges.hpp) poll: each is a thread that does
 // nothing else, and by default there are at most all cores but two. Read by
 // read in turn, on four H100 hosts, polling lanes read a cached checkpoint
 // onto the GPU about 3 % faster than sleeping ones in three pairs of four,

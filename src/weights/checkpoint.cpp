@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "ring/cuda_ring_executor.hpp"
-#include "ring/file_ranges.hpp"
+#include "io/file_ranges.hpp"
 #include "sluice/core/device.hpp"
 #include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"

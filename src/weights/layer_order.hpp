@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "ring/batch_prefetcher.hpp"  // BatchLayout
+#include "ring/block_layout.hpp"
 #include "sluice/weights/streamed_weights.hpp"
 
 namespace sluice::weights {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "core/read_fully.hpp"
+#include "io/read_fully.hpp"
 #include "sluice/core/io_error.hpp"
 #include "weights/safetensors_header_parse.hpp"
 

@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "pipeline/spans/file_calls.hpp"
+#include "io/file_calls.hpp"
 
 namespace sluice::weights {
 

@@ -16,7 +16,7 @@
 
 #include "gpu_test.hpp"
 #include "ring/cuda_ring_executor.hpp"
-#include "ring/file_ranges.hpp"
+#include "io/file_ranges.hpp"
 #include "sluice/core/device_buffer.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/io_error.hpp"

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "ring/file_ranges.hpp"
+#include "io/file_ranges.hpp"
 #include "ring_test.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/core/io_error.hpp"

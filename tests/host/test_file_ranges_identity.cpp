@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ring/file_ranges.hpp"
+#include "io/file_ranges.hpp"
 #include "ring/host_ring_executor.hpp"
 #include "scratch_dir.hpp"
 #include "sluice/core/io_error.hpp"

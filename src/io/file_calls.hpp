@@ -1,7 +1,10 @@
 #pragma once
-// What the file source and the file sink share: descriptors closed on every
-// path out of a constructor, file sizes, and direct I/O where the file system
-// takes it. Host-only.
+// What every product's file code shares (the pipeline's file source and
+// sink, the rings' file reads, checkpoints): descriptors closed on every path
+// out of a constructor, which file a path names now, file sizes, and direct
+// I/O where the file system takes it. Host-only.
+#include <sys/stat.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -49,6 +52,9 @@ struct FileIdentity {
 // What differs between two identities of a path, for a message: "its inode (12 on device 2049, now 13 on
 // device 2049)", "its size (100 bytes, now 120)", "its modification time (..., now ...)".
 std::string what_changed(const FileIdentity& then, const FileIdentity& now);
+
+// A stat's identity (from stat() of a path, or fstat()).
+FileIdentity identity_of(const struct stat& st);
 
 // Throw IoError naming `path` when fstat fails.
 FileIdentity identify(int fd, const std::string& path);

@@ -29,7 +29,7 @@
 #include <span>
 #include <vector>
 
-#include "pipeline/spans/file_calls.hpp"
+#include "io/file_calls.hpp"
 #include "ring/ring_executor.hpp"
 
 namespace sluice::ring {

@@ -1,4 +1,4 @@
-#include "ring/file_ranges.hpp"
+#include "io/file_ranges.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/read_fully.hpp"
+#include "io/read_fully.hpp"
 #include "core/staging_pool.hpp"
 #include "core/thread_name.hpp"
-#include "pipeline/spans/file_calls.hpp"
+#include "io/file_calls.hpp"
 #include "ring/ring.hpp"
 #include "sluice/core/io_error.hpp"
 
