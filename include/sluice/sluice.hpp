@@ -6,6 +6,7 @@
 #endif
 
 // The core: the CUDA runtime in RAII types, devices, memory, file errors
+#include "sluice/core/ahead.hpp"
 #include "sluice/core/byte_size.hpp"
 #include "sluice/core/device.hpp"
 #include "sluice/core/device_buffer.hpp"
@@ -48,6 +49,7 @@
 
 // Training data
 #include "sluice/loader/batch_plan.hpp"
+#include "sluice/loader/batch_prefetch_options.hpp"
 #include "sluice/loader/batch_prefetcher.hpp"
 #include "sluice/loader/prefetcher.hpp"
 #include "sluice/loader/token_shard.hpp"

@@ -8,6 +8,7 @@ import collections
 import dataclasses
 import threading
 
+from . import _options
 from ._arrays import torch_or_none
 from ._devices import cuda_index
 from ._offload_copies import CudaCopies, HostCopies
@@ -17,7 +18,7 @@ _ALIGN = 256
 # Pinned buffers are at least this big (torch's host allocator rounds each to a power of two,
 # so they are powers of two): a step's tensors share a few large buffers, not one each.
 _BUFFER_BYTES = 64 << 20
-_MOST_AHEAD = 30
+_MOST_AHEAD = _options.MOST_AHEAD
 # OffloadActivations entered on this thread (saved-tensor hooks are per thread, and the inner of
 # two nested hooks would take every tensor from the outer).
 _entered = threading.local()

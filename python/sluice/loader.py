@@ -2,9 +2,10 @@
 BatchPlan that orders them (see sluice::TokenLoader and sluice::BatchPlan)."""
 from __future__ import annotations
 
+import inspect
 import warnings
 
-from . import _sluice
+from . import _options, _sluice
 from ._arrays import torch_or_none
 from .job import job_place
 
@@ -119,13 +120,13 @@ class TokenLoader:
     the new global batch's own.
     """
 
-    def __init__(self, files, *, batch, seq, shuffle=False, seed=0, rank=None, world=None, drop_last=False, ahead=3,
-                 threads=0, device=None, state=None):
+    def __init__(self, files, *, batch, seq, state=None, **options):
         if isinstance(files, str):
             files = [files]
-        place = job_place(rank, world, device)
-        self._args = dict(files=list(files), seq=seq, batch=batch, shuffle=shuffle, seed=seed, rank=place.rank,
-                          world=place.world, drop_last=drop_last, ahead=ahead, threads=threads, device=place.device)
+        options = _options.LOADER.filled(options, leave_out=("batch",))
+        place = job_place(options["rank"], options["world"], options["device"])
+        options.update(rank=place.rank, world=place.world, device=place.device)
+        self._args = dict(files=list(files), seq=seq, batch=batch, **options)
         self._core = None
         start = self._checked_start(state) if state is not None else (0, 0)
         self._core = self._make(start)
@@ -194,3 +195,12 @@ class TokenLoader:
     def idle(self):
         """How long the consumer's stream waited for data: steps, fill_ms, waited_ms, loop_ms, idle_fraction."""
         return self._core.idle()
+
+
+TokenLoader.__init__.__signature__ = _options.LOADER.signature(
+    ("files",),
+    keyword=[inspect.Parameter("batch", inspect.Parameter.KEYWORD_ONLY),
+             inspect.Parameter("seq", inspect.Parameter.KEYWORD_ONLY)],
+    trailing=[inspect.Parameter("state", inspect.Parameter.KEYWORD_ONLY, default=None)],
+    leave_out=("batch",))
+TokenLoader.__doc__ += "\n" + _options.LOADER.doc(leave_out=("batch",))

@@ -26,7 +26,7 @@ class MultiPipeline(_Spans):
 
     def __init__(self, devices, **options):
         self.devices = list(devices)
-        super().__init__(_sluice._MultiPipeline(self.devices, **_options.given(options, with_device=False)))
+        super().__init__(_sluice._MultiPipeline(self.devices, **_options.PIPELINE.given(options, leave_out=("device",))))
 
     @property
     def _core(self):
@@ -47,5 +47,5 @@ class MultiPipeline(_Spans):
         return self._core.run()
 
 
-MultiPipeline.__init__.__signature__ = _options.signature(("devices",), with_device=False)
-MultiPipeline.__doc__ += "\n" + _options.doc(with_device=False)
+MultiPipeline.__init__.__signature__ = _options.PIPELINE.signature(("devices",), leave_out=("device",))
+MultiPipeline.__doc__ += "\n" + _options.PIPELINE.doc(leave_out=("device",))

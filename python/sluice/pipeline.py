@@ -207,7 +207,7 @@ class Pipeline(_Spans):
     """Copy in, compute, copy out, chunk by chunk, with every engine busy (see sluice::Pipeline)."""
 
     def __init__(self, **options):
-        self._options = _options.given(options)
+        self._options = _options.PIPELINE.given(options)
         # The C++ pipeline checks the options before it touches the GPU. With no GPU it is made at first
         # use instead, so that arrays are still checked (and the error then says there is no GPU).
         try:
@@ -288,5 +288,5 @@ class Pipeline(_Spans):
             self._retired_pools = []
 
 
-Pipeline.__init__.__signature__ = _options.signature()
-Pipeline.__doc__ += "\n\n" + _options.doc()
+Pipeline.__init__.__signature__ = _options.PIPELINE.signature()
+Pipeline.__doc__ += "\n\n" + _options.PIPELINE.doc()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import inspect
 import sys
 import threading
 import time
 import warnings
 import weakref
 
-from . import _sluice
+from . import _options, _sluice
 from ._arrays import torch_or_none
 from ._devices import cuda_index
 from ._batch_tree import flatten, rebuild
@@ -62,9 +63,11 @@ class Prefetcher:
     StatefulDataLoader, or any iterable with both methods).
     """
 
-    def __init__(self, batches, *, ahead=2, device=None, threads=0, thread=True, _host_executor=None):
-        if ahead < 1 or ahead > 30:
-            raise ValueError("ahead must be 1 to 30 batches")
+    def __init__(self, batches, *, thread=True, _host_executor=None, **options):
+        options = _options.PREFETCHER.filled(options)
+        ahead, threads, device = options["ahead"], options["threads"], options["device"]
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or not 1 <= ahead <= _options.MOST_AHEAD:
+            raise ValueError(f"ahead must be 1 to {_options.MOST_AHEAD} batches (got {ahead!r})")
         self._batches = batches
         self._ahead, self._threads, self._thread = ahead, threads, bool(thread)
         self._host_executor = _host_executor  # {"jitter_us":, "seed":, "fail_stage_at":}: the host ring executor, for tests
@@ -329,3 +332,8 @@ class _Pass:
         # Let go of the ring now, in this process, rather than when the cycle collector finds it
         # (perhaps in a DataLoader worker forked later, where its threads and device are not its own).
         self.core = None
+
+
+Prefetcher.__init__.__signature__ = _options.PREFETCHER.signature(
+    ("batches",), trailing=[inspect.Parameter("thread", inspect.Parameter.KEYWORD_ONLY, default=True)])
+Prefetcher.__doc__ += "\n" + _options.PREFETCHER.doc()

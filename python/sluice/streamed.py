@@ -8,7 +8,7 @@ import inspect
 import warnings
 import weakref
 
-from . import _sluice
+from . import _options, _sluice
 from ._arrays import torch_or_none
 from ._devices import cuda_index
 
@@ -16,7 +16,7 @@ from ._devices import cuda_index
 # releases the last block's slot (on torch's stream, after its kernels): a slot fewer than a
 # Prefetcher, whose loop may still hold the batch before.
 _HELD = 1
-_MOST_AHEAD = 30
+_MOST_AHEAD = _options.MOST_AHEAD
 
 
 def _block_bytes(tensors):
@@ -182,7 +182,7 @@ class StreamedLayers:
         if ahead is not None and not 1 <= ahead <= _MOST_AHEAD:
             raise ValueError(f"ahead must be 1 to {_MOST_AHEAD} blocks")
         if budget is None:
-            return 1 if ahead is None else ahead
+            return _options.STREAMED_WEIGHTS.default("ahead") if ahead is None else ahead
         if budget < least:
             raise ValueError(f"budget_bytes={budget} cannot hold the {1 + _HELD} device slots StreamedLayers needs at "
                              f"least (the block running and one ahead), each of the largest block's "

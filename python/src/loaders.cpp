@@ -9,6 +9,7 @@
 
 #include "bindings.hpp"
 #include "dlpack.hpp"
+#include "options.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/loader/batch_plan.hpp"
 #include "sluice/loader/prefetcher.hpp"
@@ -75,29 +76,19 @@ void bind_batch_plan(py::module_& m) {
 
 void bind_token_loader(py::module_& m) {
   py::class_<PyTokenLoader>(m, "_TokenLoader")
-      .def(py::init([](const std::vector<std::string>& files, std::size_t seq, std::size_t batch, bool shuffle,
-                       std::uint64_t seed, std::size_t rank, std::size_t world, bool drop_last, std::size_t ahead,
-                       unsigned threads, std::optional<int> device, std::uint64_t epoch, std::size_t sample) {
-             LoaderOptions o;
-             o.batch = batch;
-             o.shuffle = shuffle;
-             o.seed = seed;
-             o.rank = rank;
-             o.world = world;
-             o.drop_last = drop_last;
-             o.ahead = ahead;
-             o.threads = threads;
-             o.device = device;
+      .def(py::init([](const std::vector<std::string>& files, std::size_t seq, std::uint64_t epoch, std::size_t sample,
+                       const py::kwargs& options) {
+             LoaderOptions o = loader_table().fill(options);
              o.start = {epoch, sample};
+             const std::optional<int> device = o.device;
              // The shards and the plan are checked before the device is touched.
              TokenLoader loader(files, seq, o);
              int current = 0;
              if (!device) SLUICE_CUDA_CHECK(cudaGetDevice(&current));
              return std::make_unique<PyTokenLoader>(PyTokenLoader{std::move(loader), device.value_or(current)});
            }),
-           py::arg("files"), py::arg("seq"), py::arg("batch"), py::arg("shuffle"), py::arg("seed"), py::arg("rank"),
-           py::arg("world"), py::arg("drop_last"), py::arg("ahead"), py::arg("threads"), py::arg("device"),
-           py::arg("epoch"), py::arg("sample"))
+           py::arg("files"), py::arg("seq"), py::arg("epoch"), py::arg("sample"),
+           "the loader's options by name (loader_options())")
       .def("next",
            [](py::object self, std::uintptr_t stream) {
              auto& l = self.cast<PyTokenLoader&>();

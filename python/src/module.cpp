@@ -276,7 +276,7 @@ PYBIND11_MODULE(_sluice, m) {
     for (const auto& r : detail::page_lock_ledger()) out.append(py::make_tuple(r.begin, r.bytes, r.live, r.unlock_failed));
     return out;
   }, "[(begin, bytes, live, unlock_failed)], live ranges and the last ended ones, oldest first");
-  bind_pipeline_options(m);
+  bind_options(m);
   bind_pipeline(m);
   bind_multi_pipeline(m);
   bind_loaders(m);

@@ -281,7 +281,7 @@ void bind_prefetcher(py::module_& m) {
   py::class_<PyPrefetcher>(m, "_Prefetcher")
       .def(py::init<int, std::size_t, std::size_t, unsigned, std::size_t, unsigned, std::uint64_t,
                     std::optional<std::size_t>>(),
-           py::arg("device"), py::arg("ahead"), py::arg("held"), py::arg("threads"), py::arg("staging") = 2,
+           py::arg("device"), py::arg("ahead"), py::arg("held"), py::arg("threads"), py::arg("staging") = BatchPrefetchOptions{}.staging,
            py::arg("jitter_us") = 0, py::arg("seed") = 1, py::arg("fail_stage_at") = py::none(),
            "device -1: the host ring executor (jitter_us, seed, and a stage made to fail at fail_stage_at), for tests")
       .def("put",

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <exception>
 #include <stdexcept>
+#include <string>
 #include <utility>
+
+#include "sluice/core/ahead.hpp"
 
 namespace sluice::detail {
 
 ring::RingOptions LoaderRing::ring_options(const BatchPlan& plan, const LoaderSource& source, std::size_t ahead) {
-  if (ahead < 1 || ahead > 30) throw std::invalid_argument("loader: ahead must be 1 to 30 batches");
+  if (ahead < 1 || ahead > most_ahead)
+    throw std::invalid_argument("loader: ahead must be 1 to " + std::to_string(most_ahead) + " batches");
   ring::RingOptions o;
   o.items = ring::RingOptions::unbounded;  // epoch after epoch, until the loader goes
   o.ahead = ahead;

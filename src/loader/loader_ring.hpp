@@ -45,7 +45,7 @@ struct LoaderSource {
 class LoaderRing {
  public:
   // The ring the loader runs: for the loaders' memory checks before any
-  // work. Throws std::invalid_argument for `ahead` outside 1 .. 30.
+  // work. Throws std::invalid_argument for `ahead` outside 1 .. most_ahead.
   static ring::RingOptions ring_options(const BatchPlan& plan, const LoaderSource& source, std::size_t ahead);
   // Rows a reader reads at once (at least 64 KiB of them); a batch of one
   // piece is read on the producer's thread, waking no reader.

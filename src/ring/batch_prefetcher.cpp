@@ -9,6 +9,7 @@
 #include <string>
 
 #include "io/read_fully.hpp"
+#include "sluice/core/ahead.hpp"
 
 namespace sluice::ring {
 
@@ -49,6 +50,8 @@ void read_piece(const HostPiece& piece, std::size_t k, std::byte* to, std::size_
 
 RingPlan BatchPrefetcher::plan(const PrefetchOptions& o) {
   if (o.ahead == 0 || o.held == 0 || o.staging == 0) throw std::invalid_argument("prefetcher: ahead, held and staging must be at least 1 batch");
+  if (o.ahead > most_ahead)
+    throw std::invalid_argument(fmt::format("prefetcher: ahead must be at most {} batches (sluice::most_ahead)", most_ahead));
   if (o.align == 0 || (o.align & (o.align - 1)) != 0) throw std::invalid_argument("prefetcher: align must be a power of two");
   RingOptions r;
   r.items = RingOptions::unbounded;

@@ -30,22 +30,19 @@
 #include <vector>
 
 #include "core/staging_pool.hpp"
+#include "sluice/loader/batch_prefetch_options.hpp"
 #include "ring/block_layout.hpp"
 #include "ring/ring.hpp"
 
 namespace sluice::ring {
 
-struct PrefetchOptions {
-  std::size_t ahead = 2;  // batches on their way beyond the ones the consumer holds
-  std::size_t held = 2;   // batches the consumer holds: the last one, and the one before while the loop rebinds
-  unsigned threads = 0;   // staging threads; 0: StagingPool's default
-  std::size_t staging = 2;  // page-locked staging slots: one filled while the copy reads the other
-  std::size_t align = 256;  // each piece's offset in the block
-};
+// The product's own options (sluice/loader/batch_prefetcher.hpp), where its
+// defaults are written; `device` is the executor's business here.
+using PrefetchOptions = BatchPrefetchOptions;
 
 class BatchPrefetcher {
  public:
-  // Throws std::invalid_argument for ahead or held 0 or an align that is not a power of two.
+  // Throws std::invalid_argument for ahead outside 1 .. most_ahead, held or staging 0, or an align that is not a power of two.
   BatchPrefetcher(RingExecutor& executor, PrefetchOptions options);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "sluice/core/ahead.hpp"
+
 namespace sluice::ring {
 
 std::string_view to_string(Order order) { return order == Order::batches ? "batches" : "layers"; }
@@ -45,6 +47,8 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
   if (o_.items == 0) throw std::invalid_argument("ring: no items to hand out");
   if (o_.steps == 0) throw std::invalid_argument("ring: steps must be at least 1");
   if (o_.ahead == 0) throw std::invalid_argument("ring: ahead must be at least 1 position");
+  if (o_.ahead > most_ahead)
+    throw std::invalid_argument(fmt::format("ring: ahead must be at most {} positions (sluice::most_ahead)", most_ahead));
   if (o_.held == 0) throw std::invalid_argument("ring: the consumer holds at least the position it took last");
   if (o_.slot_bytes == 0 && o_.items != RingOptions::unbounded) throw std::invalid_argument("ring: a slot of 0 bytes");
   if (o_.out_bytes > SIZE_MAX / 2 || o_.slot_bytes > SIZE_MAX / 2) throw std::invalid_argument("ring: slots too large");

@@ -120,7 +120,7 @@ struct RingOp {
 class RingPlan {
  public:
   // Throws std::invalid_argument, before any work, for no items, no steps,
-  // ahead 0, held 0, fewer than ahead + held device slots, more staging
+  // ahead 0 or past most_ahead (sluice/core/ahead.hpp), held 0, fewer than ahead + held device slots, more staging
   // slots than device slots, a bounded ring's slot of 0 bytes,
   // a start past the last position, or an unbounded ring of layers or of
   // more than one step.

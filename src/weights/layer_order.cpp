@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "sluice/core/ahead.hpp"
+
 namespace sluice::weights {
 
 LayerOrder::LayerOrder(std::size_t layers, bool backward) : layers_(layers), backward_(backward) {
@@ -61,9 +63,11 @@ std::size_t largest_block(const std::vector<ring::BatchLayout>& layouts) {
 std::size_t choose_ahead(const StreamedWeightsOptions& options, std::size_t block, std::size_t per_pass) {
   // Beyond a pass less one, every position of the pass is already on its
   // way: a layer further ahead is one of the next pass, copied again.
-  const std::size_t most = std::max<std::size_t>(1, per_pass - 1);
+  const std::size_t most = std::clamp<std::size_t>(per_pass - 1, 1, most_ahead);
   if (!options.device_budget) {
     if (options.ahead == 0) throw std::invalid_argument("StreamedWeights: ahead must be at least 1 layer");
+    if (options.ahead > most_ahead)
+      throw std::invalid_argument(fmt::format("StreamedWeights: ahead must be at most {} layers (sluice::most_ahead)", most_ahead));
     return std::min(options.ahead, most);
   }
   const std::size_t budget = *options.device_budget;

@@ -20,6 +20,7 @@
 
 #include "memory_file.hpp"
 #include "ring/batch_prefetcher.hpp"
+#include "sluice/core/ahead.hpp"
 #include "ring_test.hpp"
 
 namespace sluice::test {
@@ -411,6 +412,7 @@ TEST(BatchPrefetcher, ReadyWithinWakesWhenABatchComesAndAtTheEnd) {
 TEST(BatchPrefetcher, BadOptionsAreRefused) {
   HostRingExecutor executor;
   EXPECT_THROW(BatchPrefetcher(executor, {.ahead = 0}), std::invalid_argument);
+  EXPECT_THROW(BatchPrefetcher(executor, {.ahead = most_ahead + 1}), std::invalid_argument);
   EXPECT_THROW(BatchPrefetcher(executor, {.held = 0}), std::invalid_argument);
   EXPECT_THROW(BatchPrefetcher(executor, {.align = 24}), std::invalid_argument);
 }

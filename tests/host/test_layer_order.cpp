@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sluice/core/ahead.hpp"
 #include "weights/layer_order.hpp"
 
 namespace sluice::test {
@@ -131,6 +132,10 @@ TEST(LayerAhead, WithoutABudgetAheadIsTakenAsGivenUpToAPass) {
 
 TEST(LayerAhead, AheadZeroAndBudgetsBelowTwoSlotsAreRefused) {
   EXPECT_PRED2(says, refusal([] { weights::choose_ahead({.ahead = 0}, 1000, 6); }), "ahead must be at least 1");
+  EXPECT_PRED2(says, refusal([] { weights::choose_ahead({.ahead = most_ahead + 1}, 1000, 100); }),
+               "ahead must be at most 30 layers");
+  // A budget that holds more slots than the most ahead gets the most ahead.
+  EXPECT_EQ(weights::choose_ahead({.device_budget = 100 * 1000}, 1000, 100), most_ahead);
   const std::string short_by_one = refusal([] { weights::choose_ahead({.device_budget = 1999}, 1000, 6); });
   EXPECT_PRED2(says, short_by_one, "device_budget of 1999 bytes");
   EXPECT_PRED2(says, short_by_one, "give at least 2000 bytes");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ring/ring_plan.hpp"
+#include "sluice/core/ahead.hpp"
 
 namespace sluice::test {
 
@@ -156,6 +157,8 @@ TEST(RingPlan, BadOptionsAreRefusedWithAReason) {
   o.steps = 0;
   EXPECT_NE(refusal(o).find("steps"), std::string::npos);
   EXPECT_NE(refusal(options(4, 0)).find("ahead must be at least 1"), std::string::npos);
+  EXPECT_NE(refusal(options(4, most_ahead + 1)).find("ahead must be at most 30 positions"), std::string::npos);
+  EXPECT_EQ(refusal(options(4, most_ahead)), "accepted");
   o = options(4, 3);
   o.slots = 3;
   EXPECT_NE(refusal(o).find("give at least 4 slots"), std::string::npos) << refusal(o);

@@ -42,3 +42,35 @@ def test_an_unknown_option_is_refused_by_name():
 def test_a_value_of_the_wrong_type_names_the_option():
     with pytest.raises(TypeError, match="depth takes a number, not 'four'"):
         sluice.Pipeline(depth="four")
+
+
+def _defaults(rows):
+    return {name: default for name, default, *_ in rows}
+
+
+def test_the_loaders_and_prefetchers_signatures_are_their_tables():
+    loader = _defaults(sluice._sluice.loader_options())
+    params = inspect.signature(sluice.TokenLoader).parameters
+    assert list(params)[:3] == ["files", "batch", "seq"] and params["batch"].default is inspect.Parameter.empty
+    for name in ("shuffle", "seed", "drop_last", "ahead", "threads"):
+        assert params[name].default == loader[name], name
+    # Where the job places the loader, None: from torch.distributed or the environment.
+    assert [params[name].default for name in ("rank", "world", "device")] == [None, None, None]
+    prefetcher = _defaults(sluice._sluice.prefetcher_options())
+    params = inspect.signature(sluice.Prefetcher).parameters
+    assert {name: params[name].default for name in prefetcher} == prefetcher
+    assert "ahead=" in pydoc.render_doc(sluice.TokenLoader, renderer=pydoc.plaintext)
+
+
+def test_the_most_ahead_is_stated_once_and_refused_past():
+    most = sluice._sluice.most_ahead
+    assert _defaults(sluice._sluice.prefetcher_options())["ahead"] <= most
+    with pytest.raises(ValueError, match=f"ahead must be 1 to {most} batches"):
+        sluice.Prefetcher([], ahead=most + 1)
+
+
+def test_an_unknown_loader_or_prefetcher_option_is_refused_by_name():
+    with pytest.raises(TypeError, match="unknown option 'ahed': the options are shuffle, seed, "):
+        sluice.TokenLoader(["never-opened.bin"], batch=1, seq=8, ahed=2)
+    with pytest.raises(TypeError, match="unknown option 'depth': the options are ahead, threads, device"):
+        sluice.Prefetcher([], depth=2)

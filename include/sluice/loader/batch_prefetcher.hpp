@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "sluice/core/stream_view.hpp"
+#include "sluice/loader/batch_prefetch_options.hpp"
 
 namespace sluice {
 
@@ -69,16 +70,6 @@ struct BatchPiece {
   // -1: read through `data`.
   int fd = -1;
   std::uint64_t fd_offset = 0;
-};
-
-struct BatchPrefetchOptions {
-  std::size_t ahead = 2;    // batches on their way beyond the ones the consumer holds
-  std::size_t held = 2;     // batches the consumer holds: the last one, and the one before while the loop moves on
-  unsigned threads = 0;     // staging threads; 0: two fewer than the hardware threads (all on 4 or fewer)
-  std::size_t staging = 2;  // page-locked staging slots: one filled while the copy reads the other
-  std::size_t align = 256;  // of each piece's offset in the block
-  // none: the device current at construction (initialised, so that {.ahead = 3} draws no -Wextra warning)
-  std::optional<int> device = std::nullopt;
 };
 
 struct DeviceBatch {

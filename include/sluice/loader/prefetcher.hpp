@@ -52,7 +52,7 @@ struct LoaderOptions {
   std::size_t rank = 0;   // this process's share of a data-parallel job
   std::size_t world = 1;
   bool drop_last = false;  // the epoch's tail: see batch_plan.hpp
-  std::size_t ahead = 3;   // batches in flight ahead of the consumer (1 .. 30)
+  std::size_t ahead = 3;   // batches in flight ahead of the consumer (1 .. most_ahead, sluice/core/ahead.hpp)
   unsigned threads = 0;    // reader threads; 0: one per hardware thread
   std::optional<int> device;
   LoaderState start;       // where to begin: a state saved with state(), by any number of ranks
