@@ -186,22 +186,33 @@ TEST(EnginePlanStart, OverwritingASlotStillInUseIsAViolationEvenWithoutTheEdge) 
   EXPECT_EQ(plan.describe(found[0]), "write 2 wrote buffer slot 0 while read 0 still used its previous contents");
 }
 
+namespace {
+
+// Three operations in a row, each waiting on the one before until it is
+// `until`; with `one_slot`, each writes the one slot its predecessor used.
+class Chain final : public engine::Plan {
+ public:
+  Until until = Until::submitted;
+  bool one_slot = false;
+  std::uint8_t steps() const override { return 1; }
+  std::size_t groups() const override { return 3; }
+  std::size_t ring_size(std::uint8_t) const override { return one_slot ? 1 : 0; }
+  Op op(OpKey k) const override {
+    Op op;
+    op.key = k;
+    if (one_slot) op.slots.push({0, 0, Access::write});
+    if (k.group >= 1) op.edges.push({{k.group - 1, 0}, 0, until});
+    return op;
+  }
+  std::string name(OpKey k) const override { return "op " + std::to_string(k.group); }
+  std::string ring_name(std::uint8_t) const override { return "one"; }
+  std::string why_name(std::uint8_t) const override { return "ahead"; }
+};
+
+}  // namespace
+
 TEST(EnginePlanStart, AnEdgeUntilSubmittedNeedsOnlyTheSubmission) {
-  class Ahead final : public engine::Plan {
-   public:
-    std::uint8_t steps() const override { return 1; }
-    std::size_t groups() const override { return 3; }
-    std::size_t ring_size(std::uint8_t) const override { return 0; }
-    Op op(OpKey k) const override {
-      Op op;
-      op.key = k;
-      if (k.group >= 1) op.edges.push({{k.group - 1, 0}, 0, Until::submitted});
-      return op;
-    }
-    std::string name(OpKey k) const override { return "op " + std::to_string(k.group); }
-    std::string ring_name(std::uint8_t) const override { return "none"; }
-    std::string why_name(std::uint8_t) const override { return "ahead"; }
-  } plan;
+  const Chain plan;
   Runs runs;
   std::vector<Violation> found;
   engine::check_start(plan, plan.op({1, 0}), runs.view(), found);
@@ -214,24 +225,9 @@ TEST(EnginePlanStart, AnEdgeUntilSubmittedNeedsOnlyTheSubmission) {
 }
 
 TEST(EnginePlan, AnEdgeUntilSubmittedOrdersNothingThatRuns) {
-  // Each operation writes the one slot its predecessor used; only the edge on the predecessor could order them.
-  class OneSlot final : public engine::Plan {
-   public:
-    Until until = Until::finished;
-    std::uint8_t steps() const override { return 1; }
-    std::size_t groups() const override { return 3; }
-    std::size_t ring_size(std::uint8_t) const override { return 1; }
-    Op op(OpKey k) const override {
-      Op op;
-      op.key = k;
-      op.slots.push({0, 0, Access::write});
-      if (k.group >= 1) op.edges.push({{k.group - 1, 0}, 0, until});
-      return op;
-    }
-    std::string name(OpKey k) const override { return "op " + std::to_string(k.group); }
-    std::string ring_name(std::uint8_t) const override { return "one"; }
-    std::string why_name(std::uint8_t) const override { return "slot"; }
-  } plan;
+  Chain plan;
+  plan.one_slot = true;
+  plan.until = Until::finished;
   EXPECT_TRUE(engine::check(plan).empty());
   plan.until = Until::submitted;
   const auto found = described(plan, engine::check(plan));
@@ -312,10 +308,10 @@ using ring::Why;
 RingOptions ring_options(std::size_t items, std::size_t ahead, std::size_t held, bool staged, bool transform) {
   RingOptions o;
   o.items = items;
+  o.slot_bytes = 64;
   o.ahead = ahead;
   o.held = held;
   o.staged = staged;
-  o.slot_bytes = 64;
   o.out_bytes = transform ? 32 : 0;
   return o;
 }
