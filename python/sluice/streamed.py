@@ -276,11 +276,11 @@ class StreamedLayers:
         started afresh at k. The training ring's order is the forward's blocks, then the backward's."""
         ring = self._ring_box.ring
         step = (backward, k)
-        if ring is None or ring.training != training or ring.step(ring.taken) != step:
+        if ring is None or ring.training != training or ring.step(ring.taken)[1:] != step:
             # A forward starts at block 0 and a backward at the last block: no order broken there.
             if ring is not None and k != (len(self._blocks) - 1 if backward else 0) and not self._warned:
                 self._warned = True
-                warnings.warn(f"StreamedLayers: block {k} was called where block {ring.step(ring.taken)[1]} was "
+                warnings.warn(f"StreamedLayers: block {k} was called where block {ring.step(ring.taken)[2]} was "
                               f"next{' in the backward' if backward else ''}: the weights are streamed afresh from "
                               f"block {k} (a fill, each time the order breaks)", RuntimeWarning, stacklevel=5)
             self._ring_box.stop()
@@ -370,9 +370,9 @@ class _Ring:
         self.torch = owner._torch
         self.n = len(owner._blocks)
         self.training = training
-        self.cycle = 2 * self.n if training else self.n
         backward, k = first
-        self.first = 2 * self.n - 1 - k if backward else k
+        self.first = _sluice._position_in_pass(k, backward, self.n)
+        self._per_pass = _sluice._layer_positions(self.n, training)
         host = owner._host_executor
         self.core = _sluice._Prefetcher(owner._device, owner._ahead, _HELD, 0,
                                         **({"jitter_us": host.get("jitter_us", 0), "seed": host.get("seed", 1),
@@ -383,16 +383,15 @@ class _Ring:
         self.last = None  # (position, weak reference to its memory) of the block taken last
 
     def step(self, position):
-        """(backward, block) at a position."""
-        i = (self.first + position) % self.cycle
-        return (False, i) if i < self.n else (True, self.cycle - 1 - i)
+        """(pass, backward, block) at a position, in the one order of a step's blocks (ring/layer_steps.hpp)."""
+        return _sluice._layer_step(self.first + position, self.n, self.training)
 
     def fill(self, through):
         # Position p may be put once p - ahead is taken: put() never waits for a take this thread must make.
         if self.last_put is not None:
             through = min(through, self.last_put)
         while self.put <= through:
-            k = self.step(self.put)[1]
+            k = self.step(self.put)[2]
             self.core.put(self.owner._pieces[k], self.owner._host[k])
             self.put += 1
 
@@ -401,7 +400,8 @@ class _Ring:
         torch, owner = self.torch, self.owner
         ahead = owner._ahead
         if self.training:
-            self.last_put = self.taken + self.cycle - 1 - (self.first + self.taken) % self.cycle
+            # The step's last position: its pass ends there.
+            self.last_put = self.taken + self._per_pass - 1 - (self.first + self.taken) % self._per_pass
         self.fill(self.taken + ahead - 1)
         if self.last is not None:
             position, memory = self.last
@@ -412,7 +412,7 @@ class _Ring:
         if got is None:
             raise AssertionError("the weights' ring ended")  # never closed while it runs
         position, capsule, offsets, memory = got
-        k = self.step(self.taken)[1]
+        k = self.step(self.taken)[2]
         self.taken += 1
         self.last = (position, weakref.ref(memory))
         self.fill(self.taken - 1 + ahead)  # copied while this block computes

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "ring/layer_steps.hpp"
 #include "sluice/core/ahead.hpp"
 
 namespace sluice::ring {
@@ -66,7 +67,7 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
     throw std::invalid_argument(fmt::format("ring: {} staging slots for {} device slots: a staging slot feeds one device slot at a time",
                                             o_.staging_slots, slots_));
   staging_ = !o_.staged ? 0 : o_.staging_slots == 0 ? slots_ : o_.staging_slots;
-  const std::size_t per_step = o_.order == Order::layers ? 2 * o_.items : o_.items;
+  const std::size_t per_step = layer_positions(o_.items, o_.order == Order::layers);
   if (per_step > SIZE_MAX / o_.steps) throw std::invalid_argument("ring: too many positions");
   positions_ = per_step * o_.steps;
   if (o_.start >= positions_)
@@ -76,8 +77,7 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
 std::size_t RingPlan::item(std::size_t p) const {
   if (p >= positions_) throw std::out_of_range(fmt::format("ring: position {} past the last {}", p, positions_ - 1));
   if (o_.order == Order::batches) return p % o_.items;
-  const std::size_t at = p % (2 * o_.items);
-  return at < o_.items ? at : 2 * o_.items - 1 - at;
+  return layer_step(p, o_.items, true).layer;
 }
 
 RingOp RingPlan::op(OpRef ref) const {

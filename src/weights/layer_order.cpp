@@ -15,13 +15,6 @@ LayerOrder::LayerOrder(std::size_t layers, bool backward) : layers_(layers), bac
   if (layers > SIZE_MAX / 2) throw std::invalid_argument("StreamedWeights: too many layers");
 }
 
-LayerStep LayerOrder::at(std::size_t position) const {
-  const std::size_t pass = position / per_pass();
-  const std::size_t i = position % per_pass();
-  if (i < layers_) return {pass, false, i};
-  return {pass, true, 2 * layers_ - 1 - i};
-}
-
 std::vector<ring::BatchLayout> lay_out_layers(const std::vector<std::vector<BatchPiece>>& layers) {
   if (layers.empty()) throw std::invalid_argument("StreamedWeights: no layers to stream");
   std::vector<ring::BatchLayout> layouts;

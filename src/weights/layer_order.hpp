@@ -7,29 +7,22 @@
 #include <vector>
 
 #include "ring/block_layout.hpp"
+#include "ring/layer_steps.hpp"
 #include "sluice/weights/streamed_weights.hpp"
 
 namespace sluice::weights {
 
-// Where a position of the ring falls: the pass, its half, the layer.
-struct LayerStep {
-  std::size_t pass = 0;
-  bool backward = false;
-  std::size_t layer = 0;
-  friend bool operator==(const LayerStep&, const LayerStep&) = default;
-};
+using ring::LayerStep;
 
-// Positions 0, 1, 2 ... forever: each pass takes layers 0 .. L-1, then, with
-// backward, L-1 .. 0 (the last layer twice in a row, where the forward turns
-// back, and layer 0 twice where one pass meets the next).
+// Positions 0, 1, 2 ... forever, in the order ring/layer_steps.hpp states.
 class LayerOrder {
  public:
   // Throws std::invalid_argument for no layers.
   LayerOrder(std::size_t layers, bool backward);
   std::size_t layers() const { return layers_; }
   bool backward() const { return backward_; }
-  std::size_t per_pass() const { return backward_ ? 2 * layers_ : layers_; }
-  LayerStep at(std::size_t position) const;
+  std::size_t per_pass() const { return ring::layer_positions(layers_, backward_); }
+  LayerStep at(std::size_t position) const { return ring::layer_step(position, layers_, backward_); }
 
  private:
   std::size_t layers_;
