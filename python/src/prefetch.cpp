@@ -361,8 +361,6 @@ void bind_prefetcher(py::module_& m) {
     d["reserved_high"] = get(cudaMemPoolAttrReservedMemHigh);
     return d;
   }, py::arg("device"), py::arg("reset") = false);
-  // The bytes of the block the prefetcher lays a batch of pieces of these sizes out in (lay_out,
-  // at the prefetcher's alignment): a device slot's size, for callers that budget slots.
   // A model's layers in the order a step runs them (ring/layer_steps.hpp), for StreamedLayers.
   m.def("_layer_step", [](std::size_t position, std::size_t layers, bool with_backward) {
     const ring::LayerStep s = ring::layer_step(position, layers, with_backward);
@@ -370,6 +368,8 @@ void bind_prefetcher(py::module_& m) {
   }, py::arg("position"), py::arg("layers"), py::arg("with_backward"), "(pass, backward, layer) at a position");
   m.def("_position_in_pass", &ring::position_in_pass, py::arg("layer"), py::arg("backward"), py::arg("layers"));
   m.def("_layer_positions", &ring::layer_positions, py::arg("layers"), py::arg("with_backward"));
+  // The bytes of the block the prefetcher lays a batch of pieces of these sizes out in (lay_out,
+  // at the prefetcher's alignment): a device slot's size, for callers that budget slots.
   m.def("_batch_bytes", [](const std::vector<std::size_t>& sizes) {
     std::vector<ring::HostPiece> pieces;
     for (std::size_t bytes : sizes) pieces.push_back({nullptr, bytes, false});
