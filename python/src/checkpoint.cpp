@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "ring/cuda_ring_executor.hpp"
 #include "io/file_ranges.hpp"
+#include "ring/cuda_ring_executor.hpp"
 #include "ring/host_ring_executor.hpp"
 #include "sluice/core/pinned_buffer.hpp"
 #include "weights/safetensors_header.hpp"

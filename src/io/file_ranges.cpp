@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "io/read_fully.hpp"
 #include "core/staging_pool.hpp"
 #include "core/thread_name.hpp"
 #include "io/file_calls.hpp"
+#include "io/read_fully.hpp"
 #include "ring/ring.hpp"
 #include "sluice/core/io_error.hpp"
 

@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "io/read_fully.hpp"
 #include "io/file_calls.hpp"
+#include "io/read_fully.hpp"
 #include "sluice/pipeline/file_io.hpp"
 
 namespace sluice {

@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "core/staging_pool.hpp"
-#include "sluice/loader/batch_prefetch_options.hpp"
 #include "ring/block_layout.hpp"
 #include "ring/ring.hpp"
+#include "sluice/loader/batch_prefetch_options.hpp"
 
 namespace sluice::ring {
 

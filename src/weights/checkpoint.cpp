@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "ring/cuda_ring_executor.hpp"
 #include "io/file_ranges.hpp"
+#include "ring/cuda_ring_executor.hpp"
 #include "sluice/core/device.hpp"
 #include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "gpu_test.hpp"
-#include "ring/cuda_ring_executor.hpp"
 #include "io/file_ranges.hpp"
+#include "ring/cuda_ring_executor.hpp"
 #include "sluice/core/device_buffer.hpp"
 #include "sluice/core/error.hpp"
 #include "sluice/core/io_error.hpp"

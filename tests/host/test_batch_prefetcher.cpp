@@ -20,8 +20,8 @@
 
 #include "memory_file.hpp"
 #include "ring/batch_prefetcher.hpp"
-#include "sluice/core/ahead.hpp"
 #include "ring_test.hpp"
+#include "sluice/core/ahead.hpp"
 
 namespace sluice::test {
 
