@@ -1,5 +1,6 @@
-"""Checkpoints onto the GPU at the link's bound: load_file reads a safetensors file's tensors
-through sluice's page-locked staging ring (see sluice::ring::read_file_ranges)."""
+"""Checkpoints onto the GPU at the link's bound: load_file reads a safetensors file's tensors as
+sluice::load_checkpoint does (the same reading, weights/checkpoint_read.hpp), each into a torch
+tensor of its own."""
 from __future__ import annotations
 
 import os
@@ -17,10 +18,6 @@ _TORCH_DTYPES = {
     "F64": "float64", "I64": "int64", "U64": "uint64", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
     "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
 }
-
-
-# Below this share of the file's pages in the page cache, direct="auto" reads past it.
-_DIRECT_BELOW = 0.5
 
 
 def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, _host_executor=None, _report=None):
@@ -63,7 +60,8 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     if direct not in ("auto", True, False):
         raise ValueError(f"direct must be True, False or 'auto', not {direct!r}")
     path = os.fspath(path)
-    header = _sluice._safetensors_header(path)
+    planned = _sluice._plan_checkpoint(path)  # read and checked before any memory is taken
+    header = planned.header
     dtypes = {}
     for name, dtype, _, _, _ in header["tensors"]:
         torch_name = _TORCH_DTYPES.get(dtype)
@@ -79,28 +77,24 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
         index = cuda_index(torch, target)
         target = torch.device("cuda", index)
     header_read = time.perf_counter()
-    tensors, ranges = {}, []
-    for name, _, shape, begin, end in header["tensors"]:  # in file order: the reads go front to back
-        t = torch.empty(shape, dtype=dtypes[name], device=target)
-        tensors[name] = t
-        if end > begin:
-            ranges.append((begin, end - begin, t.data_ptr()))
+    tensors = {}
+    for name, _, shape, _, _ in header["tensors"]:  # in file order: the reads go front to back
+        tensors[name] = torch.empty(shape, dtype=dtypes[name], device=target)
     tensors_made = time.perf_counter()
     if index >= 0:
         # The caching allocator hands out memory that work still queued on the current stream
         # may have used before it was freed; the copy streams write it only after that work.
         # The host waits for every copy before returning: any stream may use the tensors then.
         torch.cuda.current_stream(index).synchronize()
-    if direct == "auto":
-        data = header["file_bytes"] - header["data_begin"]
-        direct = _sluice._cached_fraction(path, header["data_begin"], data) < _DIRECT_BELOW
     options = _host_executor or {}
-    chunk = {} if chunk_mib is None else {"chunk_bytes": int(chunk_mib) << 20}  # None: the reader's default
     read_from = time.perf_counter()
-    # The reads open the file by path again: they refuse (sluice.IoError) a file renamed over it or
-    # written since its header was read, whose bytes would not be where the header says.
-    read = _sluice._read_file_ranges(path, ranges, index, threads=threads, direct=bool(direct),
-                                     jitter_us=options.get("jitter_us", 0), expected_file=header["file"], **chunk)
+    # load_checkpoint's own reading, into these tensors. The reads open the file by path again:
+    # they refuse (sluice.IoError) a file renamed over it or written since its header was read,
+    # whose bytes would not be where the header says.
+    read = _sluice._read_checkpoint(planned, [t.data_ptr() for t in tensors.values()], index, threads=threads,
+                                    direct=None if direct == "auto" else bool(direct),
+                                    chunk_bytes=None if chunk_mib is None else int(chunk_mib) << 20,
+                                    jitter_us=options.get("jitter_us", 0))
     if _report is not None:
         _report.update(read, setup_seconds=read_from - started, read_seconds=time.perf_counter() - read_from,
                        header_seconds=header_read - started, tensors_seconds=tensors_made - header_read)

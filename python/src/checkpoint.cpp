@@ -21,6 +21,8 @@
 #include "ring/cuda_ring_executor.hpp"
 #include "ring/host_ring_executor.hpp"
 #include "sluice/core/pinned_buffer.hpp"
+#include "sluice/weights/checkpoint.hpp"
+#include "weights/checkpoint_read.hpp"
 #include "weights/safetensors_header.hpp"
 
 namespace py = pybind11;
@@ -75,11 +77,74 @@ ring::StagingWait staging_wait_named(const std::string& name) {
   throw std::invalid_argument("staging_wait must be 'sleep', 'nap' or 'poll', not '" + name + "'");
 }
 
+// The reads' executors: a copy stream each on `device`, or, on device -1, the host ring executor.
+ring::MakeExecutor executors(int device, unsigned jitter_us, ring::StagingWait wait = ring::file_read_staging_wait) {
+  return [=](std::size_t lane) -> std::shared_ptr<ring::RingExecutor> {
+    if (device >= 0) return std::make_shared<ring::CudaRingExecutor>(device, 0, wait);
+    return std::make_shared<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1 + lane});
+  };
+}
+
+py::dict report_dict(const ring::FileReadReport& report) {
+  py::list lanes;
+  for (const ring::LaneReport& l : report.lanes) {
+    py::dict lane;
+    lane["chunks"] = l.chunks;
+    lane["bytes"] = l.bytes;
+    lane["reading_seconds"] = l.reading_seconds;
+    lane["putting_seconds"] = l.putting_seconds;
+    lane["ring_made_seconds"] = l.ring_made_seconds;
+    lane["started_seconds"] = l.started_seconds;
+    lane["finished_seconds"] = l.finished_seconds;
+    lanes.append(lane);
+  }
+  py::dict d;
+  d["bytes"] = report.bytes;
+  d["chunks"] = report.chunks;
+  d["direct"] = report.direct;
+  d["lanes"] = lanes;
+  return d;
+}
+
+// A checkpoint's header as read from its file, handed back to _read_checkpoint: the reads must
+// come from the file it was read from.
+struct PlannedCheckpoint {
+  std::string path;
+  weights::SafetensorsHeader header;
+};
+
 }  // namespace
 
 void bind_checkpoint(py::module_& m) {
   m.def("_safetensors_header", [](const std::string& path) { return header_dict(weights::read_safetensors_header(path)); },
         py::arg("path"));
+  py::class_<PlannedCheckpoint>(m, "_PlannedCheckpoint")
+      .def_property_readonly("header", [](const PlannedCheckpoint& p) { return header_dict(p.header); });
+  m.def("_plan_checkpoint", [](const std::string& path) { return PlannedCheckpoint{path, weights::read_safetensors_header(path)}; },
+        py::arg("path"), "the header, read and checked before any memory is taken");
+  // load_checkpoint's reading (weights/checkpoint_read.hpp) into the caller's memory: tensor k
+  // to addresses[k]. direct: True, False or None (load_checkpoint's automatic rule); chunk_bytes
+  // None: its default. Device -1: host memory on the host ring executor, for tests.
+  m.def(
+      "_read_checkpoint",
+      [](const PlannedCheckpoint& planned, const std::vector<std::uintptr_t>& addresses, int device, unsigned threads,
+         std::optional<bool> direct, std::optional<std::size_t> chunk_bytes, unsigned jitter_us) {
+        CheckpointOptions o;
+        o.threads = threads;
+        o.direct = !direct ? CheckpointOptions::Direct::automatic
+                           : *direct ? CheckpointOptions::Direct::yes : CheckpointOptions::Direct::no;
+        if (chunk_bytes) o.chunk_bytes = *chunk_bytes;
+        std::vector<std::byte*> into;
+        for (std::uintptr_t a : addresses) into.push_back(reinterpret_cast<std::byte*>(a));
+        ring::FileReadReport report;
+        {
+          py::gil_scoped_release release;
+          report = weights::read_checkpoint(planned.path, planned.header, into, o, executors(device, jitter_us));
+        }
+        return report_dict(report);
+      },
+      py::arg("planned"), py::arg("addresses"), py::arg("device"), py::arg("threads") = CheckpointOptions{}.threads,
+      py::arg("direct") = py::none(), py::arg("chunk_bytes") = py::none(), py::arg("jitter_us") = 0);
   m.def(
       "_read_file_ranges",
       [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us,
@@ -89,31 +154,10 @@ void bind_checkpoint(py::module_& m) {
         ring::FileReadReport report;
         {
           py::gil_scoped_release release;
-          const auto make_executor = [&](std::size_t lane) -> std::shared_ptr<ring::RingExecutor> {
-            if (device >= 0) return std::make_shared<ring::CudaRingExecutor>(device, 0, wait);
-            return std::make_shared<ring::HostRingExecutor>(ring::HostRingOptions{jitter_us, 1 + lane});
-          };
-          report = ring::read_file_ranges(path, spans, make_executor,
+          report = ring::read_file_ranges(path, spans, executors(device, jitter_us, wait),
                                           read_options(chunk_bytes, staging, threads, direct, expected_file));
         }
-        py::list lanes;
-        for (const ring::LaneReport& l : report.lanes) {
-          py::dict lane;
-          lane["chunks"] = l.chunks;
-          lane["bytes"] = l.bytes;
-          lane["reading_seconds"] = l.reading_seconds;
-          lane["putting_seconds"] = l.putting_seconds;
-          lane["ring_made_seconds"] = l.ring_made_seconds;
-          lane["started_seconds"] = l.started_seconds;
-          lane["finished_seconds"] = l.finished_seconds;
-          lanes.append(lane);
-        }
-        py::dict d;
-        d["bytes"] = report.bytes;
-        d["chunks"] = report.chunks;
-        d["direct"] = report.direct;
-        d["lanes"] = lanes;
-        return d;
+        return report_dict(report);
       },
       py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
       py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0, py::arg("staging_wait") = py::none(),

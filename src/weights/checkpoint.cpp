@@ -2,36 +2,22 @@
 
 #include <cuda_runtime_api.h>
 
-#include <fmt/format.h>
-
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "io/file_ranges.hpp"
 #include "ring/cuda_ring_executor.hpp"
 #include "sluice/core/device.hpp"
 #include "sluice/core/device_scope.hpp"
 #include "sluice/core/error.hpp"
+#include "weights/checkpoint_read.hpp"
 #include "weights/safetensors_header.hpp"
 
 namespace sluice {
 
 namespace {
-
-// Below this share of the data's pages in the page cache, Direct::automatic
-// reads past it: the same rule as sluice.load_file(direct="auto").
-constexpr double direct_below = 0.5;
-
-void check(const CheckpointOptions& o) {
-  if (o.chunk_bytes == 0 || o.chunk_bytes % 4096 != 0)
-    throw std::invalid_argument(
-        fmt::format("load_checkpoint: chunk_bytes ({}) must be a positive multiple of 4096", o.chunk_bytes));
-  using Direct = CheckpointOptions::Direct;
-  if (o.direct != Direct::automatic && o.direct != Direct::yes && o.direct != Direct::no)
-    throw std::invalid_argument("load_checkpoint: direct must be automatic, yes or no");
-}
 
 int device_of(const CheckpointOptions& o) {
   // Device(n): std::invalid_argument for one that does not exist.
@@ -63,7 +49,7 @@ const CheckpointTensor& Checkpoint::at(std::string_view name) const {
 }
 
 Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOptions& options) {
-  check(options);
+  weights::check(options);
   const weights::SafetensorsHeader header = weights::read_safetensors_header(path.string());
   const int device = device_of(options);
 
@@ -78,18 +64,13 @@ Checkpoint load_checkpoint(const std::filesystem::path& path, const CheckpointOp
 
   // cudaMalloc, not a stream-ordered allocation: the memory is the caller's
   // from any thread and any stream, and its free needs its device only.
+  // Tensors lie end to end: one allocation holds them all, each where the file has it.
   std::shared_ptr<std::byte> memory = allocate_on(device, data_bytes);
-
-  bool direct = options.direct == CheckpointOptions::Direct::yes;
-  if (options.direct == CheckpointOptions::Direct::automatic)
-    direct = ring::cached_fraction(path, header.data_begin, data_bytes) < direct_below;
-  // Tensors lie end to end, so one range covers them all. The reads open the file by path again:
-  // they must find the file whose header planned them, not one renamed over it since.
-  const ring::FileRange range{header.data_begin, data_bytes, memory.get()};
-  ring::read_file_ranges(
-      path, {&range, 1},
-      [device](std::size_t) { return std::make_shared<ring::CudaRingExecutor>(device, 0, ring::file_read_staging_wait); },
-      {.chunk_bytes = options.chunk_bytes, .threads = options.threads, .direct = direct, .expected_file = header.file});
+  std::vector<std::byte*> into;
+  for (const CheckpointTensor& t : out.tensors) into.push_back(memory.get() + t.offset);
+  weights::read_checkpoint(path, header, into, options, [device](std::size_t) {
+    return std::make_shared<ring::CudaRingExecutor>(device, 0, ring::file_read_staging_wait);
+  });
   out.memory = CheckpointMemory(std::move(memory), data_bytes, device);
   return out;
 }

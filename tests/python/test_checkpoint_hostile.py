@@ -52,13 +52,13 @@ def _checkpoint(path, first):
 
 def _between_header_and_read(monkeypatch, change):
     """Runs `change` just before load_file's reads open the file, after its header was read."""
-    real = sluice.checkpoint._sluice._read_file_ranges
+    real = sluice.checkpoint._sluice._read_checkpoint
 
     def read_after_change(*args, **kwargs):
         change()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sluice.checkpoint._sluice, "_read_file_ranges", read_after_change)
+    monkeypatch.setattr(sluice.checkpoint._sluice, "_read_checkpoint", read_after_change)
 
 
 def test_a_file_renamed_over_the_path_between_header_and_read_is_an_io_error(tmp_path, monkeypatch):
