@@ -45,9 +45,9 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
     the header's read and the tensors' (a concurrent save, a checkpoint rotated by another job). Returns once every byte is on the device; torch's
     current stream may use the tensors at once.
 
-    `_report`, a dict, gets where the time went: "setup_seconds" (header, tensors, cache check; of
-    which "header_seconds", the header read and checked and the device chosen, and "tensors_seconds"),
-    "read_seconds" and the read's "lanes" (each lane's chunks, bytes and seconds reading and
+    `_report`, a dict, gets where the time went: "setup_seconds" (header and tensors; of which
+    "header_seconds", the header read and checked and the device chosen, and "tensors_seconds"),
+    "read_seconds" (the page-cache check for direct="auto", and the reads) and the read's "lanes" (each lane's chunks, bytes and seconds reading and
     putting, and from the read's start until its ring was made, its first read began and its last
     copy was done), for benches.
     """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import inspect
+import operator
 import sys
 import threading
 import time
@@ -66,8 +67,12 @@ class Prefetcher:
     def __init__(self, batches, *, thread=True, _host_executor=None, **options):
         options = _options.PREFETCHER.filled(options)
         ahead, threads, device = options["ahead"], options["threads"], options["device"]
-        if isinstance(ahead, bool) or not isinstance(ahead, int) or not 1 <= ahead <= _options.MOST_AHEAD:
-            raise ValueError(f"ahead must be 1 to {_options.MOST_AHEAD} batches (got {ahead!r})")
+        try:
+            ahead = operator.index(ahead)  # any integer (a NumPy one too), nothing else
+        except TypeError:
+            raise TypeError(f"ahead takes a whole number of batches, not {ahead!r}") from None
+        if not 1 <= ahead <= _options.MOST_AHEAD:
+            raise ValueError(f"ahead must be 1 to {_options.MOST_AHEAD} batches, not {ahead}")
         self._batches = batches
         self._ahead, self._threads, self._thread = ahead, threads, bool(thread)
         self._host_executor = _host_executor  # {"jitter_us":, "seed":, "fail_stage_at":}: the host ring executor, for tests

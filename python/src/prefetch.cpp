@@ -363,6 +363,7 @@ void bind_prefetcher(py::module_& m) {
   }, py::arg("device"), py::arg("reset") = false);
   // A model's layers in the order a step runs them (ring/layer_steps.hpp), for StreamedLayers.
   m.def("_layer_step", [](std::size_t position, std::size_t layers, bool with_backward) {
+    if (layers == 0 || layers > SIZE_MAX / 2) throw std::invalid_argument("_layer_step: layers must be 1 to SIZE_MAX / 2");
     const ring::LayerStep s = ring::layer_step(position, layers, with_backward);
     return py::make_tuple(s.pass, s.backward, s.layer);
   }, py::arg("position"), py::arg("layers"), py::arg("with_backward"), "(pass, backward, layer) at a position");

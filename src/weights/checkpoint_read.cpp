@@ -42,7 +42,13 @@ ring::FileReadReport read_checkpoint(const std::filesystem::path& path, const Sa
     const TensorEntry& t = header.tensors[k];
     if (t.bytes() == 0) continue;
     if (!into[k]) throw std::invalid_argument(fmt::format("read_checkpoint: no memory for tensor '{}'", t.name));
-    ranges.push_back({t.begin, t.bytes(), into[k]});
+    // Tensors that follow each other in the file and in memory (load_checkpoint's one
+    // allocation) are one range: a chunk is then one copy, not one a tensor.
+    if (!ranges.empty() && ranges.back().offset + ranges.back().bytes == t.begin &&
+        ranges.back().to + ranges.back().bytes == into[k])
+      ranges.back().bytes += t.bytes();
+    else
+      ranges.push_back({t.begin, t.bytes(), into[k]});
   }
   if (ranges.empty()) return {};
   // The reads open the file by path again: they must find the file whose

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "sluice/core/io_error.hpp"
@@ -28,8 +30,15 @@ constexpr std::size_t max_index_depth = 8;
 
 // A file name the index may give: one plain name in its own directory.
 void check_file_name(const std::string& name, const std::string& tensor, const std::string& path) {
-  const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+  // Control characters (C0, DEL, and C1 as UTF-8 writes them) and names of nothing but spaces.
+  bool control = false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    const auto next = i + 1 < name.size() ? static_cast<unsigned char>(name[i + 1]) : 0u;
+    control |= c < 0x20 || c == 0x7F || (c == 0xC2 && next >= 0x80 && next <= 0x9F);
+  }
+  const bool blank = name.find_first_not_of(' ') == std::string::npos;
+  if (blank || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\\') != std::string::npos || control)
     throw refusal(path, "tensor " + named(tensor) + " is in file " + named(name) +
                             ", which is not a plain file name in the index's directory");
@@ -125,6 +134,8 @@ SafetensorsIndex parse_safetensors_index(std::string_view text, const std::strin
 
 SafetensorsIndex read_safetensors_index(const std::filesystem::path& path) {
   const std::string name = path.string();
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) throw IoError(name, 0, "is not a file (the index must be one)");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError(name, 0, "cannot open the index");
   const auto size = static_cast<std::uint64_t>(in.tellg());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace sluice::weights {
 
@@ -18,13 +19,17 @@ GatherPlan::GatherPlan(std::vector<ShardedFile> files, std::size_t ranks, std::s
   if (ranks == 0) throw std::invalid_argument("sharded load: no ranks");
   if (align == 0 || (align & (align - 1)) != 0)
     throw std::invalid_argument(fmt::format("sharded load: an alignment of {} is not a power of two", align));
+  // Far below any wrap: a buffer of 2^62 bytes is beyond every GPU.
+  constexpr std::uint64_t most = std::uint64_t{1} << 62;
   std::uint64_t end = 0;
   for (const ShardedFile& f : files_) {
     end = round_up(end, align);
     file_at_.push_back(end);
+    if (f.data_bytes > most - end) throw std::invalid_argument("sharded load: files of more than 2^62 bytes in all");
     end += f.data_bytes;
   }
   share_ = round_up((end + ranks - 1) / ranks, align);
+  if (share_ > most / ranks) throw std::invalid_argument("sharded load: a buffer of more than 2^62 bytes");
 }
 
 std::vector<ShardRead> GatherPlan::reads(std::size_t rank) const {
@@ -43,6 +48,9 @@ TensorPart part_of(const SplitTensor& t, std::size_t rank) {
   if (t.dim >= t.shape.size())
     throw std::invalid_argument(fmt::format("sharded load: dimension {} of a tensor of {} dimensions", t.dim, t.shape.size()));
   if (t.parts == 0) throw std::invalid_argument("sharded load: a tensor split into no parts");
+  if (t.element_bytes == 0) throw std::invalid_argument("sharded load: elements of no bytes");
+  for (std::int64_t d : t.shape)
+    if (d < 0) throw std::invalid_argument(fmt::format("sharded load: a dimension of {}", d));
   if (rank >= t.parts) throw std::invalid_argument(fmt::format("sharded load: part {} of {}", rank, t.parts));
   // torch.chunk: ceil(n / parts) indices each, in order, the last ones shorter or empty.
   const auto n = static_cast<std::uint64_t>(t.shape[t.dim]);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <memory>
 #include <stdexcept>
@@ -69,6 +70,22 @@ TEST(CheckpointRead, EachTensorLandsInTheMemoryGivenForIt) {
     for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], std::byte(i % 251)) << "a, byte " << i;
     for (std::size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], std::byte((3000 + i) % 251)) << "b, byte " << i;
   }
+}
+
+TEST(CheckpointRead, TensorsInOneAllocationLandWhereTheFileHasThem) {
+  ScratchDir dir;
+  const auto path = dir / "m.safetensors";
+  write_checkpoint(path);
+  const auto header = weights::read_safetensors_header(path.string());
+  // load_checkpoint's layout: one allocation, each tensor at its offset in the data.
+  std::vector<std::byte> all(73000, std::byte{0xEE});
+  CheckpointOptions o;
+  o.chunk_bytes = 4096;
+  o.threads = 2;
+  const auto report =
+      weights::read_checkpoint(path, header, std::vector<std::byte*>{all.data(), all.data() + 3000, all.data() + 3000}, o, host(20));
+  EXPECT_EQ(report.chunks, (73000u + 4095) / 4096);
+  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], std::byte(i % 251)) << "byte " << i;
 }
 
 TEST(CheckpointRead, BadOptionsAndAddressesAreRefusedBeforeAnyRead) {

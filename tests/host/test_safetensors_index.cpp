@@ -48,7 +48,8 @@ TEST(SafetensorsIndex, ReadsWhatTransformersWrites) {
 
 TEST(SafetensorsIndex, AFileOutsideTheIndexsDirectoryIsRefused) {
   for (const char* file : {R"("../secret.safetensors")", R"("/etc/passwd")", R"("sub/model.safetensors")", R"("..")",
-                           R"(".")", R"("")", R"("a\\b.safetensors")", R"("new\nline.safetensors")"}) {
+                           R"(".")", R"("")", R"("a\\b.safetensors")", R"("new\nline.safetensors")",
+                           R"("   ")", R"("del\u007f.safetensors")", R"("c1\u0085.safetensors")", R"("nul\u0000.safetensors")"}) {
     const std::string said = refusal(with_file(file));
     EXPECT_NE(said.find("m.index.json: tensor 'b' is in file"), std::string::npos) << file << ": " << said;
     EXPECT_NE(said.find("not a plain file name in the index's directory"), std::string::npos) << file << ": " << said;
@@ -65,6 +66,10 @@ TEST(SafetensorsIndex, WhatTheFormatDoesNotAllowIsRefusedNamingIt) {
   EXPECT_NE(refusal(R"({"weight_map": ["a"]})").find("\"weight_map\" is an array"), std::string::npos);
   EXPECT_NE(refusal(R"({"weight_map": {}, "weight_map": {}})").find("key 'weight_map' appears twice"), std::string::npos);
   EXPECT_NE(refusal(R"([1, 2])").find("the index is an array"), std::string::npos);
+  EXPECT_NE(refusal(R"({"weight_map": null})").find("\"weight_map\" is null, not an object"), std::string::npos);
+  // A weight_map inside the metadata is the metadata's: the index still has none.
+  EXPECT_NE(refusal(R"({"metadata": {"weight_map": {"a": "x.safetensors"}}})").find("no \"weight_map\" object"),
+            std::string::npos);
   EXPECT_NE(refusal(R"({"weight_map": {"a": "x.safetensors"})").find("the index is not JSON"), std::string::npos);
 }
 
@@ -77,6 +82,7 @@ TEST(SafetensorsIndex, MetadataNestedAMillionDeepIsRefusedNotFollowed) {
 TEST(SafetensorsIndex, AnIndexThatCannotBeReadIsAnIoError) {
   ScratchDir dir;
   EXPECT_THROW(weights::read_safetensors_index(dir / "none.json"), IoError);
+  EXPECT_THROW(weights::read_safetensors_index(dir.path()), IoError);  // a directory
   std::ofstream(dir / "m.index.json") << with_file(R"("model-00002-of-00002.safetensors")");
   EXPECT_EQ(weights::read_safetensors_index(dir / "m.index.json").files.size(), 2u);
 }

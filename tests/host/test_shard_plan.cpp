@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "weights/shard_plan.hpp"
@@ -78,6 +80,7 @@ TEST(GatherPlan, FourRanksReadAQuarterEachAcrossTwoFiles) {
   EXPECT_THROW(plan.reads(4), std::invalid_argument);
   EXPECT_THROW(GatherPlan({}, 0), std::invalid_argument);
   EXPECT_THROW(GatherPlan({}, 2, 3000), std::invalid_argument);
+  EXPECT_THROW(GatherPlan({{"a", 0, UINT64_MAX - 10}, {"b", 0, 100}}, 2), std::invalid_argument);
 }
 
 namespace {
@@ -158,6 +161,8 @@ TEST(TensorPart, AColumnSplitReadsARunPerRow) {
   EXPECT_EQ(empty.shape, (std::vector<std::int64_t>{0, 5}));
   EXPECT_TRUE(empty.reads.empty());
   EXPECT_THROW(weights::part_of({0, 0, {4}, 1, 1, 2}, 0), std::invalid_argument);
+  EXPECT_THROW(weights::part_of({0, 0, {-4}, 1, 0, 2}, 0), std::invalid_argument);
+  EXPECT_THROW(weights::part_of({0, 0, {4}, 0, 0, 2}, 0), std::invalid_argument);
   EXPECT_THROW(weights::part_of({0, 0, {4}, 1, 0, 2}, 2), std::invalid_argument);
 }
 

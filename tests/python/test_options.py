@@ -62,11 +62,23 @@ def test_the_loaders_and_prefetchers_signatures_are_their_tables():
     assert "ahead=" in pydoc.render_doc(sluice.TokenLoader, renderer=pydoc.plaintext)
 
 
-def test_the_most_ahead_is_stated_once_and_refused_past():
+def test_the_defaults_are_the_cpp_structs():
+    # Written in sluice/loader/prefetcher.hpp and batch_prefetch_options.hpp; read, not restated.
+    assert _defaults(sluice._sluice.loader_options())["ahead"] == 3
+    assert _defaults(sluice._sluice.prefetcher_options())["ahead"] == 2
+    assert _defaults(sluice._sluice.streamed_weights_options())["ahead"] == 1
+    assert sluice._sluice.most_ahead == 30
+
+
+def test_the_most_ahead_is_refused_past_and_any_integer_is_taken():
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("torch")  # the Prefetcher makes torch tensors
     most = sluice._sluice.most_ahead
-    assert _defaults(sluice._sluice.prefetcher_options())["ahead"] <= most
-    with pytest.raises(ValueError, match=f"ahead must be 1 to {most} batches"):
+    with pytest.raises(ValueError, match=f"ahead must be 1 to {most} batches, not {most + 1}"):
         sluice.Prefetcher([], ahead=most + 1)
+    with pytest.raises(TypeError, match="ahead takes a whole number of batches, not 2.5"):
+        sluice.Prefetcher([], ahead=2.5)
+    assert sluice.Prefetcher([], ahead=np.int64(3), _host_executor={})._ahead == 3
 
 
 def test_an_unknown_loader_or_prefetcher_option_is_refused_by_name():
