@@ -47,9 +47,9 @@ def load_file(path, device="cuda", *, direct="auto", threads=0, chunk_mib=None, 
 
     `_report`, a dict, gets where the time went: "setup_seconds" (header and tensors; of which
     "header_seconds", the header read and checked and the device chosen, and "tensors_seconds"),
-    "read_seconds" (the page-cache check for direct="auto", and the reads) and the read's "lanes" (each lane's chunks, bytes and seconds reading and
-    putting, and from the read's start until its ring was made, its first read began and its last
-    copy was done), for benches.
+    "read_seconds" (the page-cache check for direct="auto", and the reads) and the read's "lanes"
+    (each lane's chunks, bytes and seconds reading and putting, and from the read's start until its
+    ring was made, its first read began and its last copy was done), for benches.
     """
     started = time.perf_counter()
     torch = torch_or_none()
@@ -105,4 +105,4 @@ def read_header(path):
     """A safetensors file's header, checked as load_file checks it: {"tensors": [(name, dtype,
     shape, begin, end)], "metadata": {..}, "data_begin": .., "file_bytes": .., "file": (device,
     inode, size, mtime_ns)}, offsets absolute; "file" says which file was read."""
-    return _sluice._safetensors_header(os.fspath(path))
+    return _sluice._plan_checkpoint(os.fspath(path)).header

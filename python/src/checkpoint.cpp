@@ -40,12 +40,10 @@ py::dict header_dict(const weights::SafetensorsHeader& h) {
   d["metadata"] = h.metadata;
   d["data_begin"] = h.data_begin;
   d["file_bytes"] = h.file_bytes;
-  // Which file was read, for _read_file_ranges' expected_file: (device, inode, size, mtime_ns).
+  // Which file was read: (device, inode, size, mtime_ns).
   if (h.file) d["file"] = py::make_tuple(h.file->device, h.file->inode, h.file->size, h.file->mtime_ns);
   return d;
 }
-
-using IdentityTuple = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::int64_t>;  // as header_dict gives it
 
 using RangeTuple = std::tuple<std::uint64_t, std::size_t, std::uintptr_t>;  // offset, bytes, address
 
@@ -55,17 +53,12 @@ std::vector<ring::FileRange> file_ranges(const std::vector<RangeTuple>& ranges) 
   return out;
 }
 
-ring::FileReadOptions read_options(std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct,
-                                   const std::optional<IdentityTuple>& expected_file = std::nullopt) {
+ring::FileReadOptions read_options(std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct) {
   ring::FileReadOptions o;
   o.chunk_bytes = chunk_bytes;
   o.staging = staging;
   o.threads = threads;
   o.direct = direct;
-  if (expected_file) {
-    const auto& [device, inode, size, mtime_ns] = *expected_file;
-    o.expected_file = sluice::detail::FileIdentity{device, inode, size, mtime_ns};
-  }
   return o;
 }
 
@@ -116,8 +109,6 @@ struct PlannedCheckpoint {
 }  // namespace
 
 void bind_checkpoint(py::module_& m) {
-  m.def("_safetensors_header", [](const std::string& path) { return header_dict(weights::read_safetensors_header(path)); },
-        py::arg("path"));
   py::class_<PlannedCheckpoint>(m, "_PlannedCheckpoint")
       .def_property_readonly("header", [](const PlannedCheckpoint& p) { return header_dict(p.header); });
   m.def("_plan_checkpoint", [](const std::string& path) { return PlannedCheckpoint{path, weights::read_safetensors_header(path)}; },
@@ -148,20 +139,19 @@ void bind_checkpoint(py::module_& m) {
   m.def(
       "_read_file_ranges",
       [](const std::string& path, const std::vector<RangeTuple>& ranges, int device, std::size_t chunk_bytes, std::size_t staging, unsigned threads, bool direct, unsigned jitter_us,
-         const std::optional<std::string>& staging_wait, const std::optional<IdentityTuple>& expected_file) {
+         const std::optional<std::string>& staging_wait) {
         const auto spans = file_ranges(ranges);
         const ring::StagingWait wait = staging_wait ? staging_wait_named(*staging_wait) : ring::file_read_staging_wait;
         ring::FileReadReport report;
         {
           py::gil_scoped_release release;
           report = ring::read_file_ranges(path, spans, executors(device, jitter_us, wait),
-                                          read_options(chunk_bytes, staging, threads, direct, expected_file));
+                                          read_options(chunk_bytes, staging, threads, direct));
         }
         return report_dict(report);
       },
       py::arg("path"), py::arg("ranges"), py::arg("device"), py::arg("chunk_bytes") = ring::FileReadOptions{}.chunk_bytes, py::arg("staging") = ring::FileReadOptions{}.staging,
-      py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0, py::arg("staging_wait") = py::none(),
-      py::arg("expected_file") = py::none());
+      py::arg("threads") = 0, py::arg("direct") = false, py::arg("jitter_us") = 0, py::arg("staging_wait") = py::none());
   m.def("_cached_fraction",
         [](const std::string& path, std::uint64_t offset, std::uint64_t bytes) { return ring::cached_fraction(path, offset, bytes); },
         py::arg("path"), py::arg("offset"), py::arg("bytes"));

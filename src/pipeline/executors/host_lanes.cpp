@@ -67,7 +67,6 @@ class HostLanes final : public Executor {
   }
 
   void prepare(const Schedule& schedule, bool) override {
-    schedule_ = &schedule;
     plan_.emplace(schedule);
   }
   std::unique_ptr<ThreadBinding> bind_thread() override { return std::make_unique<NoBinding>(); }
@@ -76,7 +75,7 @@ class HostLanes final : public Executor {
     if (caller)
       throw std::invalid_argument("the host executor has no CUDA streams: run() or submit() it without a stream");
     std::lock_guard lock(mutex_);
-    states_.assign(schedule_->chunk_count() * stage_count, State{});
+    states_.assign(plan_->groups() * stage_count, State{});
     run_error_ = nullptr;
     broken_ = 0;
     first_broken_.clear();
@@ -223,9 +222,10 @@ class HostLanes final : public Executor {
   std::string cannot_replay() const override { return "the host executor has no CUDA graphs to replay"; }
 
  private:
-  enum class Phase { pending, started, done, failed };
+  // How far an operation has run, as the engine's checks read it (none: not started).
+  using Phase = engine::Progress;
   struct State {
-    Phase phase = Phase::pending;
+    Phase phase = Phase::none;
     double start_ms = 0, end_ms = 0;
     std::exception_ptr error;
     bool from_callback = false;
@@ -251,7 +251,7 @@ class HostLanes final : public Executor {
 
   double now_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
   State& state(OpRef r) { return states_.at(r.index()); }
-  static bool settled(const State& s) { return s.phase == Phase::done || s.phase == Phase::failed; }
+  static bool settled(const State& s) { return engine::settled(s.phase); }
 
   // Whether an operation's work should still run (under no lock).
   bool running(OpRef r) {
@@ -309,15 +309,8 @@ class HostLanes final : public Executor {
   void check(const Op& op) {
     device_->count_checked();
     std::vector<engine::Violation> found;
-    engine::check_start(*plan_, plan_->op(SchedulePlan::key(op.ref)), [this](engine::OpKey k) {
-      switch (state(SchedulePlan::ref(k)).phase) {
-        case Phase::pending: return engine::Progress::none;
-        case Phase::started: return engine::Progress::started;
-        case Phase::done: return engine::Progress::done;
-        case Phase::failed: return engine::Progress::failed;
-      }
-      return engine::Progress::none;
-    }, found);
+    engine::check_start(*plan_, plan_->op(SchedulePlan::key(op.ref)),
+                        [this](engine::OpKey k) { return state(SchedulePlan::ref(k)).phase; }, found);
     for (const engine::Violation& v : found) {
       std::string what = plan_->describe(v);
       if (broken_++ == 0) first_broken_ = what;
@@ -326,8 +319,7 @@ class HostLanes final : public Executor {
   }
 
   std::shared_ptr<HostDevice> device_;
-  const Schedule* schedule_ = nullptr;
-  std::optional<SchedulePlan> plan_;  // the schedule in the engine's form, for the checks
+  std::optional<SchedulePlan> plan_;  // the schedule being run, in the engine's form
   std::mutex mutex_;
   std::condition_variable changed_;
   engine::Jitter jitter_;
