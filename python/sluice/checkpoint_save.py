@@ -440,56 +440,18 @@ def _submit(writers, sink, progress, offset, address, length, event):
     return [writers.submit(piece, at, n) for at, n in _pieces(length, writers.count)]
 
 
-def _chunks(cuda, chunk_bytes):
-    """The CUDA tensors' bytes in file order, cut into chunks of at most chunk_bytes that each stay
-    on one device: [(device index, [(tensor, from, bytes, file offset, staging offset)])]."""
-    chunks, parts, used, device = [], [], 0, None
-    for t, begin, end in cuda:
-        at = 0
-        while at < end - begin:
-            if parts and (used == chunk_bytes or t.device.index != device):
-                chunks.append((device, parts))
-                parts, used = [], 0
-            device = t.device.index
-            n = min(end - begin - at, chunk_bytes - used)
-            parts.append((t, at, n, begin + at, used))
-            at += n
-            used += n
-    if parts:
-        chunks.append((device, parts))
-    return chunks
-
-
 def _write_staged(torch, writers, sink, progress, cuda, chunk_bytes, staging, copy_streams):
-    """D2H of chunk i+1 into one staging buffer while the threads write chunk i from another."""
-    chunk_bytes = min(chunk_bytes, -(-sum(e - b for _, b, e in cuda) // 4096) * 4096)
-    buffers = [torch.empty(chunk_bytes, dtype=torch.uint8, pin_memory=True) for _ in range(staging)]
-    in_flight = [[] for _ in buffers]  # the writes out of each buffer
-    for i, (device, parts) in enumerate(_chunks(cuda, chunk_bytes)):
-        slot = i % len(buffers)
-        for f in in_flight[slot]:
-            f.result()  # the buffer is free again (and a failed write stops the save here)
-        if device not in copy_streams:
-            copy_streams[device] = torch.cuda.Stream(device=device)
-            # The copies read what the work queued on torch's stream so far leaves in the tensors.
-            copy_streams[device].wait_stream(torch.cuda.current_stream(device))
-        stream, buffer = copy_streams[device], buffers[slot]
-        with torch.cuda.device(device), torch.cuda.stream(stream):
-            for t, at, n, _, to in parts:
-                buffer[to:to + n].copy_(t.reshape(-1).view(torch.uint8)[at:at + n], non_blocking=True)
-            # The writers sleep on it rather than spin: a background save shares the CPU with training.
-            event = torch.cuda.Event(blocking=True)
-            event.record(stream)
-        in_flight[slot] = []
-        # Parts of one chunk lie back to back in the file unless a CPU tensor lies between them.
-        runs = []
-        for _, _, n, offset, to in parts:
-            if runs and runs[-1][0] + runs[-1][2] == offset:
-                runs[-1][2] += n
-            else:
-                runs.append([offset, to, n])
-        for offset, to, n in runs:
-            in_flight[slot] += _submit(writers, sink, progress, offset, buffer.data_ptr() + to, n, event)
-    for writes in in_flight:
-        for f in writes:
-            f.result()
+    """The CUDA tensors' bytes through sluice's ring to the host, one device at a time: the copy of
+    chunk i+1 off the device runs while `threads` threads write chunk i out of its staging slot."""
+    by_device = {}
+    for t, begin, end in cuda:
+        by_device.setdefault(t.device.index, []).append((t.data_ptr(), end - begin, begin))
+    for device, rows in by_device.items():
+        # The copies read what the work queued so far leaves in the tensors: a background save's
+        # side stream that made its copies, else torch's current stream.
+        stream = copy_streams.get(device) or torch.cuda.current_stream(device)
+        writes = _sluice._DeviceWrites()
+        try:
+            writes.run(sink, device, stream.cuda_stream, rows, chunk_bytes, staging, writers.count)
+        finally:
+            progress.add(writes.written)

@@ -53,7 +53,9 @@ class StreamedLayers:
     input requiring grad) keeps no block's weights on the device: the weights its operations save
     for the backward are kept as tokens, and the backward streams each block's weights in again,
     last block first, the next block's copied while one computes. Each weight's gradient is copied
-    on a copy stream to a page-locked host tensor and, when backward() returns, is in the host
+    to a page-locked host tensor on sluice's ring to the host (a copy stream, after the kernels
+    that make it; the host waits only where a block's copies are not done yet as the next block's
+    gradients come) and, when backward() returns, is in the host
     parameter's .grad (set, or added to as autograd accumulates): step them with an optimizer over
     the host parameters, on the CPU; the next forward streams the stepped weights.
 

@@ -13,6 +13,12 @@ the weight's gradient and gives the host parameter its copy on the host; and the
 block's operations save for the backward, where they are the weights' memory, are saved as tokens
 (saved_tensors_hooks) that the backward turns back into the weights, streamed again through the ring.
 
+The copies to the host run on sluice's ring to the host (_sluice._CopiesToHost, over
+sluice::ring::ToHostRing): each gradient's copy waits on the GPU for the kernels queued before it
+on torch's stream, and the ring's own thread waits on the host for each copy in turn, so that the
+gradient's device memory is let go once its copy is done. On the host executor the same ring runs
+over host memory and checks every edge as each copy starts (the schedule CI tests).
+
 Why the copy needs a node of its own: the gradient goes back to the parameter as a page-locked host
 tensor whose copy from the device is still queued (the backward's thread waiting for each copy
 would leave the GPU idle at every weight). Between the parameter and each Streamed use of it lies
@@ -22,9 +28,12 @@ backward. Whatever reads the gradient after it - the sum of several uses, the pa
 AccumulateGrad, torch.autograd.grad's result - reads it complete."""
 from __future__ import annotations
 
+import collections
 import contextlib
 
 import torch
+
+from . import _sluice
 
 
 class Streamed(torch.autograd.Function):
@@ -52,9 +61,13 @@ class WaitCopy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        event = ctx.training.copied.pop(grad.data_ptr(), None)
-        if event is not None:
-            event.synchronize()
+        copy = ctx.training.copied.pop(grad.data_ptr(), None)
+        if copy is not None:
+            copies, position, holder = copy
+            copies.wait(position)  # the GIL released while it waits
+            # The copy is done: the ring lets go of the host gradient, which autograd then holds
+            # alone (AccumulateGrad takes a gradient held elsewhere as a copy, not page-locked).
+            holder.clear()
         return grad, None
 
 
@@ -73,7 +86,7 @@ class Saved:
 class Training:
     """The training side of one StreamedLayers: the blocks' modules given their weights as Streamed
     tensors, the saved weights packed as tokens, the backward's blocks taken from the ring, and the
-    gradients copied to the host (on a copy stream of their own, after the kernels that make them)."""
+    gradients copied to the host (on a ring to the host, after the kernels that make them)."""
 
     def __init__(self, owner):
         self.owner = owner
@@ -84,14 +97,17 @@ class Training:
             self.slots.append([(m, name, index[id(p)]) for m in block.modules()
                                for name, p in m._parameters.items() if p is not None])
         self.device = owner._device
-        self.d2h = torch.cuda.Stream(self.device) if self.device >= 0 else None
-        # grads="host": a host gradient's address -> the event after its copy, waited for by WaitCopy.
+        # Copies in flight before the host waits for the oldest: a block's gradients. Each one's
+        # device memory is held until its copy is drained, so that a block's gradients are made
+        # while the block's before are copied out, and no more: two blocks' gradients at most.
+        self.copy_ahead = max(1, min(_sluice.most_ahead, max((len(params) for params in owner._params), default=1)))
+        self.copies = None  # this backward's ring to the host (made at its first gradient)
+        # grads="host": a host gradient's address -> (its ring, its copy's position), waited for by WaitCopy.
         self.copied = {}
+        self.sending = collections.deque()  # (position, device gradient, [host gradient]): held until drained
         self.pushed = None  # the saved-tensor hooks pushed by the block running now
         self.current = None  # (k, memory) of the block the backward reads now
-        self.staged = []  # (parameter, host gradient) copied by this backward, in the order they came
-        self.sending = []  # the device gradients of the block whose copies are being queued
-        self.copying = []  # (event, gradients) of the blocks before, their copies queued before the event
+        self.staged = []  # (parameter, device gradient) kept by this backward (grads="device"), in the order they came
         self.open = False  # a backward runs, its end queued to gather the gradients
 
     # The forward.
@@ -116,7 +132,7 @@ class Training:
         self.pushed.__enter__()
 
     def streamed(self, p, weight, k, i):
-        param = WaitCopy.apply(p, self) if self.owner._grads == "host" and self.d2h is not None else p
+        param = WaitCopy.apply(p, self) if self.owner._grads == "host" else p
         return Streamed.apply(param, weight, self, k, i)
 
     def leave(self, k):
@@ -136,10 +152,16 @@ class Training:
         """A backward that ended in an exception: the gradients it kept on the device are dropped,
         and the device memory its copies read is let go once they are done. (Those that reached
         the host parameters stay, as plain autograd leaves them.)"""
-        if self.d2h is not None:
-            torch.cuda.current_stream(self.device).wait_stream(self.d2h)
-        self.open, self.staged, self.sending, self.copying, self.current = False, [], [], [], None
-        self.copied = {}
+        self.stop_copies()
+        self.open, self.staged, self.current = False, [], None
+
+    def stop_copies(self):
+        """Nothing copies once it returns (the ring's copy stream drained): the memory its copies
+        read and write may go."""
+        if self.copies is not None:
+            self.copies.stop()
+        self.copies, self.copied = None, {}
+        self.sending.clear()
 
     def begin(self):
         if not self.open:
@@ -167,12 +189,12 @@ class Training:
 
     def send(self, k, i, grad):
         """Block k's parameter i's gradient for its host parameter: a page-locked host tensor, copied
-        on the copy stream once the kernels that make it are done (the stream waits, never the host;
-        WaitCopy waits for the copy before autograd reads it). With grads="device",
-        none: it is kept on the device instead."""
+        on the ring to the host once the kernels that make it are done (the GPU waits, the host only
+        where `copy_ahead` copies are not done yet; WaitCopy waits for the copy before autograd reads
+        it). With grads="device", none: it is kept on the device instead."""
         self.begin()
         if self.owner._grads == "device":  # kept on the device, added to the kept ones at the backward's end
-            if self.d2h is not None:  # the stream that made it, where end() adds it (the forward's)
+            if self.device >= 0:  # the stream that made it, where end() adds it (the forward's)
                 stream = torch.cuda.current_stream(self.device)
                 kept = self.owner._kept_stream
                 if kept is not None and kept != stream:
@@ -183,35 +205,26 @@ class Training:
             # and the caller's in-place work (all_reduce, scaling) must leave alone.
             self.staged.append((self.owner._params[k][i], grad.clone(memory_format=torch.contiguous_format)))
             return None
-        if self.d2h is None:  # the host executor: the gradient is already on the host
-            return grad.clone(memory_format=torch.contiguous_format)
-        self.d2h.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self.d2h):
-            host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
-            host.copy_(grad, non_blocking=True)
-        self.sending.append(grad)  # held until torch's stream has waited for its copy (release())
-        event = self.d2h.record_event()
+        if self.copies is None:
+            self.copies = _sluice._CopiesToHost(self.device, self.copy_ahead)
+        source = grad.contiguous()
+        host = _copy_to_host(self.copies, self.device, source, self.sending)
         if torch.is_anomaly_enabled():
-            event.synchronize()  # anomaly mode checks the gradient for NaN on this thread, now
+            self.copies.wait(self.sending[-1][0])  # anomaly mode checks the gradient for NaN on this thread, now
+            self.sending[-1][2].clear()
         else:
-            self.copied[host.data_ptr()] = event
+            self.copied[host.data_ptr()] = (self.copies, self.sending[-1][0], self.sending[-1][2])
         return host
 
     def release(self):
-        """At a block's first use in the backward, the gradients sent since the last are one block's.
-        Those of the block before them are let go: torch's stream waits for their copies first (the
-        device waits, not the host), so that the memory they free, which the next block's gradients
-        are made in, is written only after it is read. One block's gradients are in flight, not every
-        block's (record_stream would free them only once the host saw the copies done)."""
-        if self.d2h is None:
-            self.sending = []
+        """At a block's first use in the backward: the gradients whose copies are done are let go,
+        so that the memory they free, which the next blocks' gradients are made in, is written
+        only after it is read."""
+        if self.copies is None:
             return
-        if self.sending:
-            self.copying.append((self.d2h.record_event(), self.sending))
-            self.sending = []
-        while len(self.copying) > 1:
-            event, _ = self.copying.pop(0)
-            torch.cuda.current_stream(self.device).wait_event(event)
+        drained = self.copies.drained
+        while self.sending and self.sending[0][0] < drained:
+            self.sending.popleft()
 
     def end(self):
         """The end of a backward. Its host gradients reached their parameters through autograd
@@ -231,9 +244,13 @@ class Training:
             return
         # The host gradients went to the parameters through autograd, each after its copy: the
         # device memory the copies read is let go now.
-        if self.d2h is not None:
-            self.d2h.synchronize()
-        self.sending, self.copying, self.copied = [], [], {}
+        copies, self.copies = self.copies, None
+        try:
+            if copies is not None:
+                copies.finish()
+        finally:
+            self.sending.clear()
+            self.copied = {}
 
 
 # Gradients kept on the device (grads="device"), across backwards until grads_to_host().
@@ -248,17 +265,15 @@ def device_grads(owner):
 def grads_to_host(owner):
     """StreamedLayers.grads_to_host(): the kept gradients copied into .grad, then freed."""
     kept = device_grads(owner)
-    if owner._device >= 0:
-        # After the kernels that made or changed them (torch's stream, which device_grads() made
-        # wait for the backward's), on the training's copy stream.
-        d2h = owner._training.d2h
-        d2h.wait_stream(torch.cuda.current_stream(owner._device))
-        with torch.cuda.stream(d2h):
-            host = [torch.empty(g.shape, dtype=g.dtype, pin_memory=True).copy_(g, non_blocking=True)
-                    for _, g in kept]
-        d2h.synchronize()  # the copies are done before the device memory they read is freed
-    else:  # the host executor: the kept gradients are on the host already, copied all the same
-        host = [g.clone() for _, g in kept]
+    # After the kernels that made or changed them (torch's stream, which device_grads() made wait
+    # for the backward's), on a ring to the host; done before the device memory they read is freed.
+    training = owner._training
+    copies, held = _sluice._CopiesToHost(owner._device, training.copy_ahead), collections.deque()
+    try:
+        host = [_copy_to_host(copies, owner._device, g, held) for _, g in kept]
+        copies.finish()
+    finally:
+        copies.stop()
     owner._kept = {}
     with torch.no_grad():
         for (p, _), h in zip(kept, host):
@@ -266,3 +281,20 @@ def grads_to_host(owner):
                 p.grad = h
             else:
                 p.grad.add_(h)
+
+
+def _copy_to_host(copies, device, source, held):
+    """source's bytes (contiguous, on `device`) into a new host tensor, on the ring `copies`, after
+    the work queued so far on torch's stream; (position, source, host) appended to `held`, which
+    keeps both memories until the copy is drained (or, the host's, until WaitCopy has waited for it). The host tensor."""
+    if device >= 0:
+        host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
+        stream = torch.cuda.current_stream(device).cuda_stream
+    else:  # the host executor: host memory as the device's
+        host = torch.empty(source.shape, dtype=source.dtype)
+        stream = 0
+    position = copies.put(stream, source.data_ptr(), source.numel() * source.element_size(), host.data_ptr())
+    # The host tensor in a list of its own, which WaitCopy empties once the copy is done: until
+    # then a backward that raises lets go of the gradient while its copy may still write it.
+    held.append((position, source, [host]))
+    return host

@@ -17,5 +17,7 @@ void bind_prefetcher(pybind11::module_& m);
 void bind_checkpoint(pybind11::module_& m);
 // The durable file sink, for checkpoints saved from the GPU (file_sink.cpp).
 void bind_file_sink(pybind11::module_& m);
+// Device memory copied into the caller's page-locked memory on a ring to the host (copies_to_host.cpp).
+void bind_copies_to_host(pybind11::module_& m);
 
 }  // namespace sluice::python

@@ -283,4 +283,5 @@ PYBIND11_MODULE(_sluice, m) {
   bind_prefetcher(m);
   bind_checkpoint(m);
   bind_file_sink(m);
+  bind_copies_to_host(m);
 }

@@ -68,9 +68,10 @@ struct DeviceBlock {
 // dozen rings at once, each of which made 35 events before its first read.
 class LazyEvent {
  public:
-  explicit LazyEvent(Event::Timing timing = Event::Timing::disabled) : timing_(timing) {}
+  explicit LazyEvent(Event::Timing timing = Event::Timing::disabled, Event::Wait wait = Event::Wait::spin)
+      : timing_(timing), wait_(wait) {}
   Event& made() {
-    if (!event_) event_.emplace(timing_);
+    if (!event_) event_.emplace(timing_, wait_);
     return *event_;
   }
   // The event once made; before then nothing may wait on it or read it.
@@ -81,14 +82,16 @@ class LazyEvent {
 
  private:
   Event::Timing timing_;
+  Event::Wait wait_;
   std::optional<Event> event_;
 };
 
 // A position's marks: `ready` on the copy stream, `taken` on the consumer's
-// (a timed plan), at position % marks.
+// (a timed plan), at position % marks; to the host, `made` on the caller's
+// stream, and `ready` is what a drain waits on (asleep in the driver, if it sleeps).
 struct Marks {
-  explicit Marks(Event::Timing timing) : ready(timing), taken(timing) {}
-  LazyEvent ready, taken;
+  Marks(Event::Timing timing, Event::Wait ready_wait) : ready(timing, ready_wait), taken(timing) {}
+  LazyEvent ready, taken, made;
   std::size_t ready_position = SIZE_MAX;  // the position whose ready `ready` holds
 };
 
@@ -139,7 +142,9 @@ void CudaRingExecutor::make_slots(const RingPlan& plan) {
   }
   s->released_at.assign(plan.slots(), nullptr);
   const auto timing = plan.timed() ? Event::Timing::enabled : Event::Timing::disabled;
-  for (std::size_t m = mark_count(plan); m > 0; --m) s->marks.emplace_back(timing);
+  // Only a drain waits on the host for a ready (to the device, the consumer's stream waits).
+  const auto ready_wait = plan.to_host() && staging_wait_ == StagingWait::sleep ? Event::Wait::block : Event::Wait::spin;
+  for (std::size_t m = mark_count(plan); m > 0; --m) s->marks.emplace_back(timing, ready_wait);
   s->harvested = plan.start();
   for (std::size_t p = 0; p < plan.staging_slots(); ++p) {
     s->staging.push_back(detail::take_pinned_slot(grown(plan.slot_bytes())));
@@ -174,16 +179,9 @@ void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
     for (const RingEdge& e : op)
       if (e.why == Why::staging_slot && keeps(op, e)) last_copy = &s_->copied.at(op.staging_slot);
   }
-  if (last_copy) {
-    // The host must wait here: it is about to write what the copy reads. Not
-    // under the lock, so that the consumer's take() and release() go on.
-    const DeviceScope scope(device_);
-    if (staging_wait_ == StagingWait::sleep)
-      last_copy->synchronize();
-    else
-      SLUICE_CUDA_CHECK(detail::poll_event(
-          last_copy->get(), staging_wait_ == StagingWait::nap ? detail::PollPause::sleep : detail::PollPause::yield));
-  }
+  // The host must wait here: it is about to write what the copy reads. Not
+  // under the lock, so that the consumer's take() and release() go on.
+  if (last_copy) host_wait_for(*last_copy);
   {
     std::lock_guard lock(mutex_);
     const DeviceScope scope(device_);
@@ -198,7 +196,58 @@ void CudaRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
   fill({slot, bytes});
 }
 
+void CudaRingExecutor::host_wait_for(const Event& event) const {
+  const DeviceScope scope(device_);
+  if (staging_wait_ == StagingWait::sleep)
+    event.synchronize();
+  else
+    SLUICE_CUDA_CHECK(detail::poll_event(event.get(), staging_wait_ == StagingWait::nap ? detail::PollPause::sleep
+                                                                                          : detail::PollPause::yield));
+}
+
+void CudaRingExecutor::mark(const RingOp& op, ConsumerLane lane) {
+  std::lock_guard lock(mutex_);
+  const DeviceScope scope(device_);
+  SLUICE_CUDA_CHECK(cudaEventRecord(s_->mark(op.ref.position).made.made().get(), stream_of(lane)));
+}
+
+void CudaRingExecutor::copy_out(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
+  std::lock_guard lock(mutex_);
+  const DeviceScope scope(device_);
+  const cudaStream_t copy = s_->copy.view().get();
+  for (const RingEdge& e : op)
+    if (e.why == Why::data && keeps(op, e)) s_->copy.wait(s_->mark(op.ref.position).made.get());
+  std::byte* staged = nullptr;
+  if (s_->plan->staged()) {
+    auto& pinned = s_->staging.at(op.staging_slot);
+    // Its last drain is done: the ring waited for it before this copy.
+    if (pinned.size() < bytes) {
+      detail::give_back_pinned_slot(std::move(pinned));
+      pinned = detail::take_pinned_slot(grown(bytes));
+    }
+    staged = pinned.data();
+  }
+  for (const CopyPiece& piece : pieces)
+    SLUICE_CUDA_CHECK(cudaMemcpyAsync(piece.to ? piece.to : staged + piece.offset, piece.from, piece.bytes,
+                                      cudaMemcpyDeviceToHost, copy));
+}
+
+void CudaRingExecutor::drain(const RingOp& op, std::size_t bytes, const Drain& drain) {
+  const Event* ready = nullptr;
+  std::span<const std::byte> staged;
+  {
+    std::lock_guard lock(mutex_);
+    ready = &s_->mark(op.ref.position).ready.get();  // stays put while the ring runs
+    if (s_->plan->staged()) staged = {s_->staging.at(op.staging_slot).data(), bytes};
+  }
+  // The host must wait: it is about to read what the copy wrote. A failed
+  // copy shows here (the copy stream's sticky error).
+  host_wait_for(*ready);
+  drain(staged);
+}
+
 void CudaRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
+  if (s_->plan->to_host()) return copy_out(op, bytes, pieces);
   std::lock_guard lock(mutex_);
   const DeviceScope scope(device_);
   const cudaStream_t copy = s_->copy.view().get();

@@ -14,6 +14,10 @@
 // of at least 256 pairs, summed lazily (on the producer's thread before a
 // pair is recorded again, or in idle()).
 //
+// To the host, a position's mark is an event on the caller's stream, which
+// its copy (device to host, on the copy stream) waits on; its drain waits on
+// the host for its ready (StagingWait) before it reads the staging slot.
+//
 // A device slot's memory is shared (slot_memory): a position detached by its
 // consumer keeps its memory until the last holder lets go, and that memory
 // is then freed in the order of the stream that took it (cudaFreeAsync), so
@@ -63,6 +67,8 @@ class CudaRingExecutor final : public RingExecutor {
   void stage(const RingOp& op, std::size_t bytes, const Fill& fill) override;
   void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) override;
   void ready(const RingOp& op) override;
+  void mark(const RingOp& op, ConsumerLane lane) override;
+  void drain(const RingOp& op, std::size_t bytes, const Drain& drain) override;
   void take(const RingOp& op, ConsumerLane lane) override;
   void release(const RingOp& op, ConsumerLane lane) override;
   void release_and_take(const RingOp& release_op, const RingOp& take_op, ConsumerLane lane) override;
@@ -81,6 +87,10 @@ class CudaRingExecutor final : public RingExecutor {
   // Where position p is taken: a timed plan's mark, recorded on the lane; then the wait for its ready, unless it has happened.
   // Returns the mark recorded, if any. Under mutex_.
   const Event* take_locked(const RingOp& op, ConsumerLane lane, bool mark);
+  // Copies of a plan to the host: from the caller's device memory into the staging slot or its page-locked memory.
+  void copy_out(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces);
+  // The host waits for an event, as staging_wait_ says. Not under mutex_.
+  void host_wait_for(const Event& event) const;
   // Sums the waits of the positions up to `position` (taken, and ready recorded). Under idle_mutex_, not mutex_.
   void harvest(std::size_t position) const;
 

@@ -107,6 +107,7 @@ void HostRingExecutor::stage(const RingOp& op, std::size_t bytes, const Fill& fi
 }
 
 void HostRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
+  if (s_->plan->to_host()) return copy_out(op, bytes, pieces);
   s_->submitted(op.ref);
   State* s = s_.get();
   std::shared_ptr<std::vector<std::byte>> to;
@@ -131,6 +132,64 @@ void HostRingExecutor::copy(const RingOp& op, std::size_t bytes, const std::vect
                     piece.bytes);
     });
   });
+}
+
+void HostRingExecutor::copy_out(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) {
+  s_->submitted(op.ref);
+  State* s = s_.get();
+  {
+    // Past the slot's last drain (the ring waited for it) no one reads the slot: it may grow.
+    std::lock_guard lock(s->mutex);
+    if (s->plan->staged()) {
+      auto& memory = s->staging.at(op.staging_slot);
+      if (memory.size() < bytes) memory.assign(bytes, poison);
+    }
+  }
+  s_->copy_lane->enqueue([s, op, pieces] {
+    s->perform(op, &s->copy_failed, [&] {
+      std::byte* staged = nullptr;
+      {
+        std::lock_guard lock(s->mutex);
+        if (s->plan->staged()) staged = s->staging.at(op.staging_slot).data();
+      }
+      for (const CopyPiece& piece : pieces)
+        // A piece of no bytes may have no memory (ToHostRing lets it): memcpy from null is undefined even for 0 bytes.
+        if (piece.bytes > 0) std::memcpy(piece.to ? piece.to : staged + piece.offset, piece.from, piece.bytes);
+    });
+  });
+}
+
+void HostRingExecutor::mark(const RingOp& op, ConsumerLane) {
+  s_->submitted(op.ref);
+  State* s = s_.get();
+  s_->consumer_lane->enqueue([s, op] { s->perform(op, &s->consumer_failed, {}); });
+}
+
+void HostRingExecutor::drain(const RingOp& op, std::size_t bytes, const Drain& drain) {
+  s_->submitted(op.ref);
+  // The drain's own exception reaches the drainer as it was thrown.
+  std::exception_ptr thrown;
+  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
+  auto result = done->get_future();
+  s_->staging_lane->enqueue([&, done] {
+    done->set_value(s_->perform(op, nullptr, [&] {
+      std::span<const std::byte> staged;
+      {
+        std::lock_guard lock(s_->mutex);
+        if (s_->plan->staged()) staged = {s_->staging.at(op.staging_slot).data(), bytes};
+      }
+      try {
+        drain(staged);
+      } catch (...) {
+        thrown = std::current_exception();
+        throw;
+      }
+    }));
+  });
+  if (const auto failed = result.get()) {
+    if (thrown) std::rethrow_exception(thrown);
+    throw std::runtime_error("host ring executor: " + *failed);
+  }
 }
 
 void HostRingExecutor::transform(const RingOp& op, std::size_t bytes, const Transform& fn) {

@@ -14,6 +14,11 @@
 // random (seeded) before each operation, so that the lanes meet in different
 // orders from seed to seed, inject a failure at a stage or a copy, and leave
 // kinds of edges out (ignore_edges) to show what each one guards.
+//
+// To the host, the caller's device memory is host memory too: a mark runs
+// on the consumer's lane after the caller's work there (on_consumer), the
+// copy reads the caller's memory on the copy lane, and a drain runs on the
+// staging thread after its ready.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -31,9 +36,10 @@ struct HostRingOptions {
   std::uint64_t seed = 1;
 };
 
-// A failure made to happen at one operation: a stage throws as it starts (on
-// the producer's side, as a read fails); a copy fails as it runs on the copy
-// lane, and so does everything after it there (as a GPU's sticky error).
+// A failure made to happen at one operation: a stage or a drain throws as
+// it starts (on the host's side, as a read or a write fails); a copy fails as
+// it runs on the copy lane, and so does everything after it there (as a
+// GPU's sticky error).
 struct RingFault {
   OpRef at;
 };
@@ -74,6 +80,8 @@ class HostRingExecutor final : public RingExecutor {
   void detach(const RingOp& op) override;
   bool copied(std::size_t position) const override;
   void ready(const RingOp& op) override;
+  void mark(const RingOp& op, ConsumerLane lane) override;
+  void drain(const RingOp& op, std::size_t bytes, const Drain& drain) override;
   void take(const RingOp& op, ConsumerLane lane) override;
   void release(const RingOp& op, ConsumerLane lane) override;
   std::optional<LaneFailure> failure() const override;
@@ -86,6 +94,8 @@ class HostRingExecutor final : public RingExecutor {
   struct State;
 
  private:
+  void copy_out(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces);
+
   std::unique_ptr<State> s_;
 };
 

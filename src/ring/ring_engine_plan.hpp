@@ -1,7 +1,8 @@
 #pragma once
 // A ring's plan in the engine's plan format (engine/plan.hpp): its positions
 // are the groups, its steps the steps; two rings of slots (staging, device),
-// its reasons and lanes the domain's own. The `ahead` edge waits only until
+// its reasons and lanes the domain's own (and a third to the host: the
+// caller's device sources). To the device, the `ahead` edge waits only until
 // the consumer has taken that far (submitted): the producer's lead, which
 // orders nothing that runs. What the engine's checker and the host ring
 // executor read. Host-only.
@@ -12,7 +13,10 @@
 
 namespace sluice::ring {
 
-enum class SlotRing : std::uint8_t { staging, device };
+// To the host, `source` stands for the caller's device memory the copies
+// read: `ahead` positions' worth at most, which the caller may reuse or free
+// once their drains say so.
+enum class SlotRing : std::uint8_t { staging, device, source };
 
 class RingEnginePlan final : public engine::Plan {
  public:
@@ -33,6 +37,9 @@ class RingEnginePlan final : public engine::Plan {
   std::string describe(const engine::Violation& v) const override;
 
  private:
+  void form_to_device(const RingOp& op, engine::Op& out) const;
+  void form_to_host(const RingOp& op, engine::Op& out) const;
+
   const RingPlan& p_;
 };
 

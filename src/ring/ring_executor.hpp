@@ -10,7 +10,9 @@
 // operation checks its edges as it starts.
 //
 // Calls come from two threads: the producer (stage, copy, ready) and the
-// consumer (take, release, failure), and make/finish from whoever owns the ring.
+// consumer (take, release, failure), and make/finish from whoever owns the
+// ring. To the host (RingOptions::direction), the caller's thread marks,
+// copies and readies, and the ring's drainer drains.
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -42,6 +44,10 @@ struct LaneFailure {
 // set, to the caller's device memory there instead of the slot (a checkpoint
 // read into the tensors' own memory: no second copy out of a slot). The
 // caller keeps `to` until the consumer's lane has taken the position.
+//
+// To the host: `bytes` from `from`, the caller's device memory (kept until
+// the position is copied), to the same `offset` in the staging slot; or,
+// where `to` is set, to the caller's page-locked memory there.
 struct CopyPiece {
   const std::byte* from = nullptr;
   std::size_t offset = 0;
@@ -87,6 +93,9 @@ class RingExecutor {
   // Copy lane, returning at once: after the op's edges, gives the device slot
   // at least `bytes` (new memory where it is smaller) and copies the pieces
   // into it; the ring has checked that every piece lies within `bytes`.
+  // To the host: after the position's mark, gives the staging slot at least
+  // `bytes` and copies the pieces out of the device (the ring has waited for
+  // the slot's last drain: a host operation, which no lane can wait on).
   virtual void copy(const RingOp& op, std::size_t bytes, const std::vector<CopyPiece>& pieces) = 0;
   // Copy lane, returning at once: after the copy of `op`'s position, makes
   // its output from its first `bytes` in the device slot (a plan with a transform).
@@ -105,6 +114,17 @@ class RingExecutor {
     release(release_op, lane);
     take(take_op, lane);
   }
+  // To the host, the caller's lane, returning at once: the position's device
+  // bytes are made once the lane gets here (the copy waits for it).
+  virtual void mark(const RingOp& op, ConsumerLane lane) = 0;
+  // To the host, on the calling (drainer) thread: waits for the drain's edges
+  // (its ready: the host must, it is about to read what the copy wrote), then
+  // runs `drain` over the staging slot's first `bytes` (none where the copy
+  // wrote the caller's memory) and returns once it is done. Throws what
+  // `drain` throws, or the failure of the copy it waited on.
+  using Drain = std::function<void(std::span<const std::byte> staged)>;
+  virtual void drain(const RingOp& op, std::size_t bytes, const Drain& drain) = 0;
+
   // Consumer, before the release `op`: the position's memory stays with
   // whoever holds it (slot_memory), and the slot gets new memory, so that
   // no later copy writes what the holder still reads.

@@ -21,8 +21,18 @@ std::string_view to_string(Step step) {
     case Step::ready: return "ready";
     case Step::take: return "take";
     case Step::release: return "release";
+    case Step::mark: return "mark";
+    case Step::drain: return "drain";
   }
   return "?";
+}
+
+std::string_view to_string(Direction direction) { return direction == Direction::to_device ? "to the device" : "to the host"; }
+
+bool in_direction(Step step, Direction direction) {
+  const bool to_host_step = step == Step::mark || step == Step::drain;
+  const bool both = step == Step::copy || step == Step::ready;
+  return both || to_host_step == (direction == Direction::to_host);
 }
 
 std::string_view to_string(Lane lane) {
@@ -55,6 +65,34 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
   if (o_.out_bytes > SIZE_MAX / 2 || o_.slot_bytes > SIZE_MAX / 2) throw std::invalid_argument("ring: slots too large");
   if (o_.items == RingOptions::unbounded && (o_.order != Order::batches || o_.steps != 1))
     throw std::invalid_argument("ring: an unbounded ring hands out batches, once");
+  if (o_.direction == Direction::to_host) {
+    to_host_slots();
+  } else {
+    to_device_slots();
+  }
+  const std::size_t per_step = layer_positions(o_.items, o_.order == Order::layers);
+  if (per_step > SIZE_MAX / o_.steps) throw std::invalid_argument("ring: too many positions");
+  positions_ = per_step * o_.steps;
+  if (o_.start >= positions_)
+    throw std::invalid_argument(fmt::format("ring: start position {} is past the last position {}", o_.start, positions_ - 1));
+}
+
+void RingPlan::to_host_slots() {
+  // What the caller's work makes comes back as it was made: no device slot
+  // holds it, and no transform runs on the way.
+  if (o_.slots != 0) throw std::invalid_argument("ring: a ring to the host has no device slots (the caller's memory is read)");
+  if (o_.out_bytes != 0) throw std::invalid_argument("ring: a ring to the host has no transform");
+  if (o_.order != Order::batches) throw std::invalid_argument("ring: a ring to the host carries items in the order they are made");
+  // A staging slot past `ahead` would never be used: the caller waits for
+  // the drain `ahead` positions back before it marks another.
+  if (o_.staging_slots > o_.ahead)
+    throw std::invalid_argument(fmt::format("ring: {} staging slots for ahead {}: at most {} positions are in flight",
+                                            o_.staging_slots, o_.ahead, o_.ahead));
+  slots_ = 0;
+  staging_ = !o_.staged ? 0 : o_.staging_slots == 0 ? o_.ahead : o_.staging_slots;
+}
+
+void RingPlan::to_device_slots() {
   slots_ = o_.slots == 0 ? o_.ahead + o_.held : o_.slots;
   // With `ahead` positions in flight beyond the `held` ones the consumer
   // holds, fewer slots would make the producer's copies wait on the
@@ -67,11 +105,6 @@ RingPlan::RingPlan(RingOptions options) : o_(options) {
     throw std::invalid_argument(fmt::format("ring: {} staging slots for {} device slots: a staging slot feeds one device slot at a time",
                                             o_.staging_slots, slots_));
   staging_ = !o_.staged ? 0 : o_.staging_slots == 0 ? slots_ : o_.staging_slots;
-  const std::size_t per_step = layer_positions(o_.items, o_.order == Order::layers);
-  if (per_step > SIZE_MAX / o_.steps) throw std::invalid_argument("ring: too many positions");
-  positions_ = per_step * o_.steps;
-  if (o_.start >= positions_)
-    throw std::invalid_argument(fmt::format("ring: start position {} is past the last position {}", o_.start, positions_ - 1));
 }
 
 std::size_t RingPlan::item(std::size_t p) const {
@@ -84,13 +117,22 @@ RingOp RingPlan::op(OpRef ref) const {
   RingOp op;
   op.ref = ref;
   op.item = item(ref.position);
-  op.device_slot = device_slot(ref.position);
+  op.device_slot = to_host() ? 0 : device_slot(ref.position);
   op.staging_slot = staging_slot(ref.position);
+  op.source_slot = to_host() ? source_slot(ref.position) : 0;
   const std::size_t p = ref.position;
   // An edge on an operation before the start never runs: it is left out.
   auto wait = [&](std::size_t back, Step step, Why why) {
     if (p >= o_.start + back) op.edges[op.edge_count++] = {{p - back, step}, why};
   };
+  if (!in_direction(ref.step, o_.direction)) {
+    op.active = false;
+    return op;
+  }
+  if (to_host()) {
+    to_host_op(op, wait);
+    return op;
+  }
   switch (ref.step) {
     case Step::stage:
       op.lane = Lane::host;
@@ -125,11 +167,46 @@ RingOp RingPlan::op(OpRef ref) const {
       op.lane = Lane::consumer;
       wait(0, Step::take, Why::data);
       break;
+    default: break;
   }
   return op;
 }
 
+template <typename Wait>
+void RingPlan::to_host_op(RingOp& op, Wait& wait) const {
+  switch (op.ref.step) {
+    case Step::mark:
+      op.lane = Lane::consumer;
+      wait(o_.ahead, Step::drain, Why::ahead);
+      break;
+    case Step::copy:
+      op.lane = Lane::copy;
+      wait(0, Step::mark, Why::data);
+      if (o_.staged) wait(staging_, Step::drain, Why::staging_slot);
+      break;
+    case Step::ready:
+      op.lane = Lane::copy;
+      wait(0, Step::copy, Why::data);
+      break;
+    case Step::drain:
+      op.lane = Lane::host;
+      wait(0, Step::ready, Why::data);
+      break;
+    default: break;
+  }
+}
+
 namespace {
+
+std::string to_host_place(const RingPlan& plan, const RingOp& op) {
+  const std::string host = plan.staged() ? fmt::format("staging[{}]", op.staging_slot) : "the caller's memory";
+  switch (op.ref.step) {
+    case Step::mark: return fmt::format("item {} -> source[{}]", op.item, op.source_slot);
+    case Step::copy: return fmt::format("source[{}] -> {}", op.source_slot, host);
+    case Step::drain: return host;
+    default: return fmt::format("source[{}]", op.source_slot);
+  }
+}
 
 std::string describe(const RingPlan& plan, const RingOp& op) {
   std::string where;
@@ -144,8 +221,10 @@ std::string describe(const RingPlan& plan, const RingOp& op) {
       break;
     default: where = fmt::format("device[{}]", op.device_slot); break;
   }
+  if (plan.to_host()) where = to_host_place(plan, op);
   std::string line = fmt::format("  {:>5} {:<9} {:<9} {:<26}", op.ref.position, to_string(op.ref.step), to_string(op.lane), where);
-  const char* sep = "after ";
+  // A place wider than its column (to the host: "source[0] -> the caller's memory") would run into its edges.
+  const char* sep = line.back() == ' ' ? "after " : " after ";
   for (const RingEdge& e : op) {
     line += fmt::format("{}{} {} ({})", sep, to_string(e.on.step), e.on.position, to_string(e.why));
     sep = ", ";
@@ -161,7 +240,10 @@ std::string explain(const RingPlan& plan, std::size_t shown) {
   std::string out = plan.unbounded() ? fmt::format("ring: batches until the producer ends, from position {}\n", plan.start()) : fmt::format("ring: {} positions ({} of {} item{}, {} step{}), from position {}\n", plan.positions(),
                                 to_string(o.order), o.items, o.items == 1 ? "" : "s", o.steps, o.steps == 1 ? "" : "s",
                                 plan.start());
-  out += fmt::format("  ahead {}, held {}, {} device slots", plan.ahead(), plan.held(), plan.slots());
+  if (plan.to_host())
+    out += fmt::format("  to the host: ahead {}", plan.ahead());
+  else
+    out += fmt::format("  ahead {}, held {}, {} device slots", plan.ahead(), plan.held(), plan.slots());
   out += plan.staged() ? fmt::format(", {} staging slots", plan.staging_slots()) : std::string(", unstaged");
   out += fmt::format(" of {} bytes", plan.slot_bytes());
   if (plan.transformed()) out += fmt::format(", a transform into {} bytes at offset {} of each device slot", o.out_bytes, plan.out_offset());

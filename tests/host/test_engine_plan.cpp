@@ -407,13 +407,16 @@ TEST(EngineRingPlan, RunTimeMessagesSayWhatTheRingsSlotsHold) {
   const RingEnginePlan form(plan);
   Runs runs;
   for (std::uint8_t st = 0; st < ring::step_count; ++st) runs.at[{0, st}] = Progress::done;
-  runs.at[{2, 0}] = Progress::done;
+  constexpr auto stage = static_cast<std::uint8_t>(ring::Step::stage);
+  constexpr auto copy = static_cast<std::uint8_t>(ring::Step::copy);
+  constexpr auto release = static_cast<std::uint8_t>(ring::Step::release);
+  runs.at[{2, stage}] = Progress::done;
   std::vector<Violation> found;
-  engine::check_start(form, form.op({4, 0}), runs.view(), found);
+  engine::check_start(form, form.op({4, stage}), runs.view(), found);
   EXPECT_TRUE(any_has(described(form, found), "position 4 stage: staging slot 0 overwritten while its copy of position 2 is pending"));
   found.clear();
-  runs.at[{0, 5}] = Progress::started;
-  engine::check_start(form, form.op({3, 1}), runs.view(), found);
+  runs.at[{0, release}] = Progress::started;
+  engine::check_start(form, form.op({3, copy}), runs.view(), found);
   EXPECT_TRUE(any_has(described(form, found), "position 3 copy: device slot 0 overwritten while position 0 is not released"));
   EXPECT_TRUE(any_has(described(form, found), "position 3 copy: starts before the release of position 0 (device slot)"));
 }

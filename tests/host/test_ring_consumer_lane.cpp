@@ -27,6 +27,8 @@ class CountingExecutor final : public RingExecutor {
   void take(const RingOp& op, ConsumerLane lane) override { ++takes, inner_.take(op, lane); }
   void release(const RingOp& op, ConsumerLane lane) override { ++releases, inner_.release(op, lane); }
   void release_and_take(const RingOp& r, const RingOp& t, ConsumerLane lane) override { ++both, inner_.release_and_take(r, t, lane); }
+  void mark(const RingOp& op, ConsumerLane lane) override { inner_.mark(op, lane); }
+  void drain(const RingOp& op, std::size_t bytes, const Drain& fn) override { inner_.drain(op, bytes, fn); }
   void detach(const RingOp& op) override { inner_.detach(op); }
   std::optional<LaneFailure> failure() const override { return inner_.failure(); }
   void host_wait(OpRef op) override { inner_.host_wait(op); }

@@ -418,24 +418,46 @@ def test_a_background_save_of_cuda_tensors_keeps_its_snapshot_while_training_cha
     assert by_hand["ids"][2] == _raw(torch, expect["ids"])
 
 
-def test_the_device_bytes_are_cut_into_chunks_that_cover_each_byte_once():
-    # The staged path itself runs only on a GPU (below); how it cuts the bytes is checked here.
+def test_the_device_bytes_go_through_the_ring_to_the_host_each_byte_once_where_it_belongs(tmp_path):
+    # A save's CUDA tensors go through sluice's ring to the host (_DeviceWrites). On device -1 the
+    # ring runs on the host executor, over host memory, checking every edge: the path a GPU takes,
+    # without one. Tensors lie in the file with gaps between them (a header, CPU tensors' bytes),
+    # written apart, as save_file writes them.
     torch = torch_or_skip()
-    from sluice.checkpoint_save import _chunks
+    g = torch.Generator().manual_seed(5)
     sizes = [5, 4096, 1, 3 * 1000 + 1, 0, 2048]
-    tensors, at = [], 100
+    tensors, rows, at = [], [], 100
     for n in sizes:
-        tensors.append((torch.zeros(n, dtype=torch.uint8), at, at + n))
-        at += n + 3  # a CPU tensor of 3 bytes between each
-    for chunk_bytes in (1, 7, 1000, 1 << 20):
-        covered = []
-        for _, parts in _chunks([e for e in tensors if e[2] > e[1]], chunk_bytes):
-            assert 0 < sum(n for _, _, n, _, _ in parts) <= chunk_bytes
-            staged = 0
-            for t, start, n, offset, to in parts:
-                assert to == staged and n > 0  # packed one after another in the staging buffer
-                staged += n
-                owner = next(e for e in tensors if e[0] is t)
-                assert offset == owner[1] + start and start + n <= t.numel()
-                covered += range(offset, offset + n)
-        assert sorted(covered) == [b for _, begin, end in tensors for b in range(begin, end)]
+        t = torch.randint(0, 256, (n,), generator=g, dtype=torch.uint8)
+        tensors.append((t, at))
+        rows.append((t.data_ptr(), n, at))
+        at += n + 3
+    for chunk_bytes, staging, threads in ((1, 2, 1), (7, 3, 2), (1000, 2, 4), (1 << 20, 3, 4)):
+        path = tmp_path / f"ring{chunk_bytes}.bin"
+        sink = sluice._sluice._FileSink(str(path), at)
+        sink.begin()
+        sink.write(0, b"h" * 100)
+        for t, begin in tensors:
+            sink.write(begin + t.numel(), b"c" * 3)
+        writes = sluice._sluice._DeviceWrites()
+        writes.run(sink, -1, 0, rows, chunk_bytes, staging, threads)
+        sink.commit()
+        assert writes.written == sum(sizes)
+        data = path.read_bytes()
+        for t, begin in tensors:
+            assert data[begin:begin + t.numel()] == bytes(t.tolist()), (chunk_bytes, begin)
+            assert data[begin + t.numel():begin + t.numel() + 3] == b"ccc"  # the gaps as written apart
+        assert data[:100] == b"h" * 100
+
+
+def test_a_write_that_fails_on_the_ring_to_the_host_is_the_sinks_own_error(tmp_path):
+    torch = torch_or_skip()
+    t = torch.arange(64, dtype=torch.uint8)
+    sink = sluice._sluice._FileSink(str(tmp_path / "short.bin"), 32)  # the file holds 32 bytes: 64 do not fit
+    sink.begin()
+    writes = sluice._sluice._DeviceWrites()
+    with pytest.raises(ValueError, match="write of items 32..48 from 16 bytes, for a file of 32 items"):
+        writes.run(sink, -1, 0, [(t.data_ptr(), 64, 0)], 16, 2, 1)
+    sink.abandon()
+    assert writes.written == 32  # the two chunks before the failed one, drained in order
+    assert not (tmp_path / "short.bin").exists()

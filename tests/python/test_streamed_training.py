@@ -590,3 +590,95 @@ def test_a_block_called_twice_in_a_forward_gets_the_sum_of_both_gradients():
     assert _same(blocks, ref)
     streamed.remove()
     assert all(not p._backward_hooks for p in blocks.parameters())  # remove() takes its hooks away
+
+
+# The gradients' copies to the host run on sluice's ring to the host; on the host executor it
+# checks every edge as each copy starts.
+
+class _RecordingCopies:
+    """sluice's _CopiesToHost, recording what it was given and what its checks found."""
+    made = []
+    original = sluice._sluice._CopiesToHost
+
+    def __init__(self, device, ahead):
+        self.inner = _RecordingCopies.original(device, ahead)
+        self.ahead, self.puts, self.violations, self.checked = ahead, 0, None, 0
+        _RecordingCopies.made.append(self)
+
+    def put(self, *args):
+        self.puts += 1
+        return self.inner.put(*args)
+
+    def wait(self, position):
+        self.inner.wait(position)
+
+    @property
+    def drained(self):
+        return self.inner.drained
+
+    def finish(self):
+        self.inner.finish()
+        self.violations, self.checked = self.inner._violations(), self.inner._checked()
+
+    def stop(self):
+        self.inner.stop()
+
+
+def test_each_backwards_gradients_go_to_the_host_through_the_ring_every_edge_kept(monkeypatch):
+    torch = torch_or_skip()
+    monkeypatch.setattr(sluice._sluice, "_CopiesToHost", _RecordingCopies)
+    _RecordingCopies.made = []
+    blocks = _blocks(torch)
+    ref = copy.deepcopy(blocks)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    trained = sum(p.requires_grad for p in blocks.parameters())
+    for x in _xs(3):
+        for b in (blocks, ref):
+            _loss(b, x).backward()
+        assert _same(blocks, ref)
+    assert len(_RecordingCopies.made) == 3  # a ring a backward, each finished at its end
+    per_block = max(len(list(b.parameters())) for b in blocks)
+    for ring in _RecordingCopies.made:
+        assert ring.puts == trained and ring.ahead == per_block
+        assert ring.violations == [] and ring.checked >= 3 * trained  # mark, copy, ready and drain, each checked
+    streamed.remove()
+
+
+def test_copies_to_the_host_arrive_whole_and_a_position_not_put_is_refused():
+    torch = torch_or_skip()
+    g = torch.Generator().manual_seed(1)
+    sources = [torch.randint(0, 256, (n,), generator=g, dtype=torch.uint8) for n in (1, 4096, 0, 777, 65536, 3)]
+    hosts = [torch.full((s.numel(),), 0xEE, dtype=torch.uint8) for s in sources]
+    copies = sluice._sluice._CopiesToHost(-1, 2)
+    positions = [copies.put(0, s.data_ptr(), s.numel(), h.data_ptr()) for s, h in zip(sources, hosts)]
+    assert positions == list(range(len(sources)))
+    copies.wait(positions[-1])
+    assert copies.drained == len(sources)
+    assert all(torch.equal(s, h) for s, h in zip(sources, hosts))
+    with pytest.raises(RuntimeError, match="was not put"):
+        copies.wait(len(sources))
+    copies.finish()
+    assert copies._violations() == [] and copies._checked() >= 4 * len(sources)
+    with pytest.raises(RuntimeError, match="after"):
+        copies.put(0, sources[0].data_ptr(), 1, hosts[0].data_ptr())
+
+
+def test_each_host_grad_is_the_tensor_the_ring_copied_into_not_a_copy_of_it(monkeypatch):
+    # AccumulateGrad keeps a gradient it alone holds and copies one held elsewhere (on a GPU, into
+    # memory that is not page-locked): the ring lets go of each host gradient once WaitCopy has
+    # waited for its copy, so that .grad is the ring's own tensor.
+    torch = torch_or_skip()
+    from sluice import streamed_training
+    written, original = set(), streamed_training._copy_to_host
+
+    def recording(*args):
+        host = original(*args)
+        written.add(host.data_ptr())
+        return host
+    monkeypatch.setattr(streamed_training, "_copy_to_host", recording)
+    blocks = _blocks(torch)
+    streamed = sluice.StreamedLayers(blocks, ahead=2, _host_executor=HOST)
+    _loss(blocks, _xs(1)[0]).backward()
+    grads = [p.grad for p in blocks.parameters() if p.requires_grad]
+    assert grads and all(g.data_ptr() in written for g in grads)
+    streamed.remove()
